@@ -1,0 +1,423 @@
+//! The typed shape of `abrq.toml`. Unknown keys are refused everywhere.
+
+use serde::{Deserialize, Serialize};
+use toml::Spanned;
+
+use super::values::{Dur, Secret, Size, Text};
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    #[serde(default = "default_data_dir")]
+    pub data_dir: Text,
+    #[serde(default)]
+    pub state: StateConfig,
+    #[serde(default)]
+    pub server: ServerConfig,
+    #[serde(default)]
+    pub spool: SpoolConfig,
+    #[serde(default)]
+    pub streams: Vec<Spanned<StreamConfig>>,
+}
+
+fn default_data_dir() -> Text {
+    Text("./abrq-data".into())
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct StateConfig {
+    /// `sqlite://PATH`; unset means `{data_dir}/state.db`.
+    pub url: Option<Text>,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerConfig {
+    #[serde(default = "default_listen")]
+    pub listen: Text,
+    pub admin_token: Option<Secret>,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            listen: default_listen(),
+            admin_token: None,
+        }
+    }
+}
+
+fn default_listen() -> Text {
+    Text("127.0.0.1:8480".into())
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct SpoolConfig {
+    /// Staging pauses (backpressure) while the spool holds this much.
+    #[serde(default = "default_spool_max")]
+    pub max_bytes: Size,
+    /// How often the spool GC runs.
+    #[serde(default = "default_gc_interval")]
+    pub gc_interval: Dur,
+}
+
+impl Default for SpoolConfig {
+    fn default() -> Self {
+        SpoolConfig {
+            max_bytes: default_spool_max(),
+            gc_interval: default_gc_interval(),
+        }
+    }
+}
+
+fn default_spool_max() -> Size {
+    Size(10 << 30)
+}
+
+fn default_gc_interval() -> Dur {
+    Dur(std::time::Duration::from_secs(1))
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct StreamConfig {
+    pub name: Text,
+    pub source: Spanned<SourceConfig>,
+    #[serde(default)]
+    pub batch: BatchConfig,
+    #[serde(default)]
+    pub destinations: Vec<Spanned<DestinationConfig>>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SourceEngine {
+    File,
+    Http,
+    Postgres,
+    Mysql,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FileFormat {
+    Ndjson,
+    Csv,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct SourceConfig {
+    pub engine: SourceEngine,
+    // connection fields
+    pub host: Option<Text>,
+    pub port: Option<u16>,
+    pub database: Option<Text>,
+    pub username: Option<Text>,
+    pub password: Option<Secret>,
+    // file
+    pub path: Option<Text>,
+    /// Defaults from the file extension (`.csv` is CSV, else NDJSON).
+    pub format: Option<FileFormat>,
+    #[serde(default)]
+    pub follow: bool,
+    // http
+    pub ingest_token: Option<Secret>,
+    pub max_body: Option<Size>,
+    // databases
+    pub table: Option<Text>,
+    pub cursor: Option<Text>,
+    pub poll_interval: Option<Dur>,
+    pub mode: Option<Text>,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct BatchConfig {
+    #[serde(default = "default_max_records")]
+    pub max_records: u64,
+    #[serde(default = "default_max_batch_bytes")]
+    pub max_bytes: Size,
+    #[serde(default = "default_max_wait")]
+    pub max_wait: Dur,
+}
+
+impl Default for BatchConfig {
+    fn default() -> Self {
+        BatchConfig {
+            max_records: default_max_records(),
+            max_bytes: default_max_batch_bytes(),
+            max_wait: default_max_wait(),
+        }
+    }
+}
+
+fn default_max_records() -> u64 {
+    1000
+}
+
+fn default_max_batch_bytes() -> Size {
+    Size(4 << 20)
+}
+
+fn default_max_wait() -> Dur {
+    Dur(std::time::Duration::from_secs(1))
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DestinationEngine {
+    Local,
+    S3,
+    AzureBlob,
+    Gcs,
+    Ftp,
+    Ftps,
+    Kafka,
+    Postgres,
+    Mysql,
+}
+
+impl DestinationEngine {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DestinationEngine::Local => "local",
+            DestinationEngine::S3 => "s3",
+            DestinationEngine::AzureBlob => "azure_blob",
+            DestinationEngine::Gcs => "gcs",
+            DestinationEngine::Ftp => "ftp",
+            DestinationEngine::Ftps => "ftps",
+            DestinationEngine::Kafka => "kafka",
+            DestinationEngine::Postgres => "postgres",
+            DestinationEngine::Mysql => "mysql",
+        }
+    }
+
+    pub fn is_object_store(self) -> bool {
+        match self {
+            DestinationEngine::Local
+            | DestinationEngine::S3
+            | DestinationEngine::AzureBlob
+            | DestinationEngine::Gcs
+            | DestinationEngine::Ftp
+            | DestinationEngine::Ftps => true,
+            DestinationEngine::Kafka | DestinationEngine::Postgres | DestinationEngine::Mysql => {
+                false
+            }
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+pub enum ObjectFormat {
+    #[serde(rename = "jsonl")]
+    Jsonl,
+    #[default]
+    #[serde(rename = "jsonl.gz")]
+    JsonlGz,
+    #[serde(rename = "csv")]
+    Csv,
+    #[serde(rename = "csv.gz")]
+    CsvGz,
+    #[serde(rename = "parquet")]
+    Parquet,
+}
+
+impl ObjectFormat {
+    /// The file extension, which is also the config spelling.
+    pub fn ext(self) -> &'static str {
+        match self {
+            ObjectFormat::Jsonl => "jsonl",
+            ObjectFormat::JsonlGz => "jsonl.gz",
+            ObjectFormat::Csv => "csv",
+            ObjectFormat::CsvGz => "csv.gz",
+            ObjectFormat::Parquet => "parquet",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ColumnsPolicy {
+    #[default]
+    Evolve,
+    DiscardValues,
+    DiscardRows,
+    Freeze,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TypesPolicy {
+    #[default]
+    Widen,
+    DiscardValues,
+    DiscardRows,
+    Freeze,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct SchemaDrift {
+    #[serde(default)]
+    pub columns: ColumnsPolicy,
+    #[serde(default)]
+    pub types: TypesPolicy,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TruncatePolicy {
+    #[default]
+    Apply,
+    Ignore,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WriteMode {
+    #[default]
+    Append,
+    Upsert,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct DestinationConfig {
+    pub name: Text,
+    pub engine: DestinationEngine,
+    #[serde(default = "yes")]
+    pub enabled: bool,
+    // connection fields, repurposed per engine (see the docs' table)
+    pub host: Option<Text>,
+    pub port: Option<u16>,
+    pub database: Option<Text>,
+    pub username: Option<Text>,
+    pub password: Option<Secret>,
+    // object and file destinations
+    #[serde(default)]
+    pub prefix: Text,
+    #[serde(default)]
+    pub format: ObjectFormat,
+    #[serde(default)]
+    pub date_partitioning: bool,
+    /// Defaults to true for ftp and ftps, false elsewhere.
+    pub manifest: Option<bool>,
+    pub region: Option<Text>,
+    // relational
+    pub table: Option<Text>,
+    pub schema: Option<Text>,
+    #[serde(default)]
+    pub schema_drift: SchemaDrift,
+    #[serde(default)]
+    pub truncate: TruncatePolicy,
+    #[serde(default)]
+    pub mode: WriteMode,
+    // kafka
+    pub partition_key: Option<Text>,
+    // transport security
+    #[serde(default)]
+    pub tls: bool,
+    pub tls_ca_file: Option<Text>,
+    #[serde(default)]
+    pub retry: RetryConfig,
+    #[serde(default)]
+    pub breaker: BreakerToml,
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl DestinationConfig {
+    pub fn manifest_enabled(&self) -> bool {
+        self.manifest.unwrap_or(matches!(
+            self.engine,
+            DestinationEngine::Ftp | DestinationEngine::Ftps
+        ))
+    }
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct RetryConfig {
+    #[serde(default = "default_max_attempts")]
+    pub max_attempts: u32,
+    #[serde(default = "default_initial_backoff")]
+    pub initial_backoff: Dur,
+    #[serde(default = "default_max_backoff")]
+    pub max_backoff: Dur,
+    #[serde(default = "default_attempt_timeout")]
+    pub attempt_timeout: Dur,
+}
+
+impl Default for RetryConfig {
+    fn default() -> Self {
+        RetryConfig {
+            max_attempts: default_max_attempts(),
+            initial_backoff: default_initial_backoff(),
+            max_backoff: default_max_backoff(),
+            attempt_timeout: default_attempt_timeout(),
+        }
+    }
+}
+
+impl From<RetryConfig> for crate::RetryPolicy {
+    fn from(c: RetryConfig) -> Self {
+        crate::RetryPolicy {
+            max_attempts: c.max_attempts.max(1),
+            initial_backoff: c.initial_backoff.0,
+            max_backoff: c.max_backoff.0,
+            attempt_timeout: c.attempt_timeout.0,
+        }
+    }
+}
+
+fn default_max_attempts() -> u32 {
+    10
+}
+fn default_initial_backoff() -> Dur {
+    Dur(std::time::Duration::from_millis(500))
+}
+fn default_max_backoff() -> Dur {
+    Dur(std::time::Duration::from_secs(60))
+}
+fn default_attempt_timeout() -> Dur {
+    Dur(std::time::Duration::from_secs(30))
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct BreakerToml {
+    #[serde(default = "default_threshold")]
+    pub failure_threshold: u32,
+    #[serde(default = "default_cooldown")]
+    pub cooldown: Dur,
+}
+
+impl Default for BreakerToml {
+    fn default() -> Self {
+        BreakerToml {
+            failure_threshold: default_threshold(),
+            cooldown: default_cooldown(),
+        }
+    }
+}
+
+impl From<BreakerToml> for crate::BreakerConfig {
+    fn from(c: BreakerToml) -> Self {
+        crate::BreakerConfig {
+            failure_threshold: c.failure_threshold.max(1),
+            cooldown: c.cooldown.0,
+        }
+    }
+}
+
+fn default_threshold() -> u32 {
+    5
+}
+fn default_cooldown() -> Dur {
+    Dur(std::time::Duration::from_secs(30))
+}

@@ -1,0 +1,41 @@
+//! The contract every destination engine implements.
+
+use async_trait::async_trait;
+use serde::Serialize;
+
+use crate::batch::Batch;
+use crate::error::DeliveryError;
+
+/// What a successful delivery wrote and what it chose not to write.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct DeliveryReport {
+    /// Bytes as stored at the destination.
+    pub bytes: u64,
+    /// Truncate and schema instructions the engine does not apply.
+    pub ignored_truncates: u64,
+    pub ignored_schemas: u64,
+    /// Values and rows dropped by a schema drift policy.
+    pub dropped_values: u64,
+    pub dropped_rows: u64,
+}
+
+/// What `abrq check` learned about a destination.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct CheckReport {
+    pub detail: String,
+}
+
+#[async_trait]
+pub trait Destination: Send + Sync {
+    /// The engine name as written in config (`local`, `s3`, ...).
+    fn kind(&self) -> &'static str;
+
+    /// Delivers the whole batch durably, or fails. Delivering the same batch
+    /// twice must not duplicate it where the destination can prevent that
+    /// (same object name, ledger row), and must be harmless otherwise.
+    async fn deliver(&self, batch: &Batch) -> Result<DeliveryReport, DeliveryError>;
+
+    /// Proves the destination is reachable and writable, without data.
+    async fn check(&self) -> Result<CheckReport, DeliveryError>;
+}
+

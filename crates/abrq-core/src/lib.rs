@@ -1,0 +1,19 @@
+//! The vocabulary every other abrq crate speaks: records and batches, the
+//! idempotency key, the error classes a destination reports, and the pure
+//! retry and circuit-breaker arithmetic. Nothing here does I/O.
+
+pub mod batch;
+pub mod breaker;
+pub mod config;
+pub mod destination;
+pub mod error;
+pub mod record;
+pub mod retry;
+
+pub use batch::{idempotency_key, Batch, BatchMeta};
+pub use breaker::{Breaker, BreakerConfig, BreakerState};
+pub use breaker::Permit;
+pub use destination::{CheckReport, DeliveryReport, Destination};
+pub use error::{DeliveryError, Disposition, ReasonClass};
+pub use record::{Item, Op, Record};
+pub use retry::{backoff_ceiling, full_jitter, RetryPolicy};

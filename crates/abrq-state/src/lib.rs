@@ -1,0 +1,13 @@
+//! The state store behind one trait, so the embedded SQLite backend and a
+//! PostgreSQL backend (for scale-out) are interchangeable. `conformance`
+//! holds the one test suite every backend must pass.
+
+pub mod conformance;
+pub mod payload;
+pub mod sqlite;
+pub mod store;
+pub mod types;
+
+pub use sqlite::SqliteStore;
+pub use store::{StateStore, StoreError, StoreResult};
+pub use types::*;

@@ -1,0 +1,171 @@
+//! The state store contract. Every method that moves a mark or stages data
+//! commits durably before it returns.
+
+use abrq_core::{Batch, BreakerState, ReasonClass};
+use async_trait::async_trait;
+
+use crate::types::*;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("unknown stream {0:?}")]
+    UnknownStream(String),
+    #[error("unknown destination {destination:?} of stream {stream:?}")]
+    UnknownDestination { stream: String, destination: String },
+    #[error("unknown dead letter {0}")]
+    UnknownDeadLetter(i64),
+    #[error("dead letter {id} is {state}, not pending")]
+    NotPending { id: i64, state: &'static str },
+    #[error("corrupt spool payload for seq {seq}: {source}")]
+    Payload {
+        seq: u64,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error(transparent)]
+    Backend(#[from] anyhow::Error),
+}
+
+pub type StoreResult<T> = Result<T, StoreError>;
+
+#[async_trait]
+pub trait StateStore: Send + Sync + 'static {
+    /// Registers the stream on first sight (making its uuid) and returns it.
+    async fn register_stream(&self, name: &str) -> StoreResult<StreamRow>;
+
+    /// Registers a destination on first sight with `enabled` as its initial
+    /// state; afterwards the stored operator state wins. Updates the kind.
+    async fn register_destination(
+        &self,
+        stream: &str,
+        destination: &str,
+        kind: &str,
+        enabled: bool,
+    ) -> StoreResult<DestinationRow>;
+
+    async fn streams(&self) -> StoreResult<Vec<StreamRow>>;
+
+    /// The source cursor last committed with a staged batch.
+    async fn cursor(&self, stream: &str) -> StoreResult<Option<String>>;
+
+    /// Stages `batches` (seq gapless from last_seq+1) and sets the cursor,
+    /// all in ONE durable transaction. With `request_key` already seen for
+    /// this stream, stages nothing and returns `Duplicate`.
+    async fn stage(
+        &self,
+        stream: &str,
+        batches: Vec<NewBatch>,
+        cursor: Option<String>,
+        request_key: Option<&str>,
+    ) -> StoreResult<StageOutcome>;
+
+    /// The lowest spooled batch with seq > `after`.
+    async fn next_batch(&self, stream: &str, after: u64) -> StoreResult<Option<Batch>>;
+
+    async fn spool_stats(&self, stream: &str) -> StoreResult<SpoolStats>;
+
+    async fn destination(&self, stream: &str, destination: &str) -> StoreResult<DestinationRow>;
+
+    async fn destinations(&self, stream: &str) -> StoreResult<Vec<DestinationRow>>;
+
+    /// Moves the high-water mark to `seq` (never backwards) and clears the
+    /// last error.
+    async fn advance(&self, stream: &str, destination: &str, seq: u64) -> StoreResult<()>;
+
+    async fn set_last_error(
+        &self,
+        stream: &str,
+        destination: &str,
+        error: Option<&str>,
+    ) -> StoreResult<()>;
+
+    async fn set_paused(&self, stream: &str, destination: &str, paused: bool) -> StoreResult<()>;
+
+    /// Enables or disables. Enabling a destination whose mark is behind the
+    /// oldest spooled batch records the skipped range and moves its mark to
+    /// just before the oldest spooled batch, in the same transaction.
+    async fn set_enabled(
+        &self,
+        stream: &str,
+        destination: &str,
+        enabled: bool,
+    ) -> StoreResult<Option<SkippedRange>>;
+
+    async fn save_breaker(
+        &self,
+        stream: &str,
+        destination: &str,
+        state: &BreakerState,
+    ) -> StoreResult<()>;
+
+    /// Deletes spooled batches at or below the minimum mark of the enabled
+    /// destinations (none when no destination is enabled). Returns how many.
+    async fn gc(&self, stream: &str) -> StoreResult<u64>;
+
+    /// Dead-letters `batch` for one destination (keeping its own copy of the
+    /// items) and moves that destination's mark past it, in one transaction.
+    async fn dead_letter(
+        &self,
+        destination: &str,
+        batch: &Batch,
+        reason: ReasonClass,
+        error: &str,
+        attempts: u32,
+    ) -> StoreResult<i64>;
+
+    async fn dead_letters(
+        &self,
+        stream: &str,
+        destination: &str,
+        state: Option<DeadLetterState>,
+    ) -> StoreResult<Vec<DeadLetterRow>>;
+
+    async fn dead_letter_get(&self, id: i64) -> StoreResult<(DeadLetterRow, Batch)>;
+
+    /// Marks one pending dead letter (or, with `id` None, all pending ones of
+    /// the destination) for replay; returns how many were marked.
+    async fn request_replay(
+        &self,
+        stream: &str,
+        destination: &str,
+        id: Option<i64>,
+        actor: &str,
+    ) -> StoreResult<u64>;
+
+    /// The oldest dead letter of the destination waiting for replay.
+    async fn next_replay(
+        &self,
+        stream: &str,
+        destination: &str,
+    ) -> StoreResult<Option<(DeadLetterRow, Batch)>>;
+
+    /// Ends a replay: `Ok` marks it replayed; `Err` leaves it pending with
+    /// the new reason and error and clears the request.
+    async fn finish_replay(
+        &self,
+        id: i64,
+        outcome: Result<(), (ReasonClass, String)>,
+    ) -> StoreResult<()>;
+
+    /// Discards one pending dead letter (or all pending ones of the
+    /// destination): data loss, with an audit entry each. Returns the rows
+    /// as they were discarded.
+    async fn discard(
+        &self,
+        stream: &str,
+        destination: &str,
+        id: Option<i64>,
+        actor: &str,
+    ) -> StoreResult<Vec<DeadLetterRow>>;
+
+    async fn record_audit(&self, entry: NewAudit) -> StoreResult<i64>;
+
+    /// Newest first.
+    async fn audit_log(&self, stream: Option<&str>, limit: u32) -> StoreResult<Vec<AuditEntry>>;
+
+    async fn skipped_ranges(
+        &self,
+        stream: &str,
+        destination: &str,
+    ) -> StoreResult<Vec<SkippedRange>>;
+}

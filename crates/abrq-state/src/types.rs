@@ -1,0 +1,134 @@
+//! Rows the state store hands out.
+
+use abrq_core::{BreakerState, ReasonClass};
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StreamRow {
+    pub name: String,
+    pub uuid: Uuid,
+    /// Highest seq ever staged (0 before the first batch).
+    pub last_seq: u64,
+}
+
+/// A batch about to be staged; the store assigns seq, key and staged_at.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewBatch {
+    pub items: Vec<abrq_core::Item>,
+    pub records: u64,
+    pub bytes: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StageOutcome {
+    /// Staged with these seqs, in order.
+    Staged(Vec<u64>),
+    /// The request key was seen before: nothing was staged again.
+    Duplicate,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct SpoolStats {
+    pub batches: u64,
+    pub bytes: u64,
+    pub records: u64,
+    /// Lowest seq still spooled, if any.
+    pub first_seq: Option<u64>,
+    /// Highest seq ever staged for the stream (0 before the first batch).
+    pub last_seq: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DestinationRow {
+    pub stream: String,
+    pub name: String,
+    pub kind: String,
+    pub enabled: bool,
+    pub paused: bool,
+    /// Highest seq this destination has passed (delivered or dead-lettered).
+    pub high_water_mark: u64,
+    pub breaker: BreakerState,
+    pub last_error: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DeadLetterState {
+    Pending,
+    Replayed,
+    Discarded,
+}
+
+impl DeadLetterState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeadLetterState::Pending => "pending",
+            DeadLetterState::Replayed => "replayed",
+            DeadLetterState::Discarded => "discarded",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        [Self::Pending, Self::Replayed, Self::Discarded]
+            .into_iter()
+            .find(|c| c.as_str() == s)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DeadLetterRow {
+    pub id: i64,
+    pub stream: String,
+    pub destination: String,
+    pub seq: u64,
+    pub idempotency_key: String,
+    pub staged_at: DateTime<Utc>,
+    pub records: u64,
+    pub bytes: u64,
+    pub reason_class: ReasonClass,
+    pub error: String,
+    pub attempts: u32,
+    pub state: DeadLetterState,
+    /// An operator asked for a replay that has not finished yet.
+    pub replay_requested: bool,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AuditEntry {
+    pub id: i64,
+    pub at: DateTime<Utc>,
+    pub actor: String,
+    pub action: String,
+    pub stream: String,
+    pub destination: Option<String>,
+    /// Action-specific facts (records, bytes, reason, seq range ...).
+    pub detail: serde_json::Value,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct NewAudit {
+    pub actor: String,
+    pub action: String,
+    pub stream: String,
+    pub destination: Option<String>,
+    pub detail: serde_json::Value,
+}
+
+/// Batches a destination never received because the spool GC passed them
+/// while it was disabled.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SkippedRange {
+    pub from_seq: u64,
+    pub to_seq: u64,
+    pub at: DateTime<Utc>,
+}
+
+impl SkippedRange {
+    pub fn batches(&self) -> u64 {
+        self.to_seq - self.from_seq + 1
+    }
+}
