@@ -1,0 +1,214 @@
+//! The `file` source: NDJSON or CSV with a header, read from a byte offset.
+//! With `follow`, the file is tailed and only complete lines are consumed.
+//! Reads are blocking; the engine runs them on a blocking thread.
+
+mod csv_rows;
+mod cursor;
+
+pub use cursor::FileCursor;
+
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+
+use abrq_core::config::FileFormat;
+use abrq_core::Item;
+use serde_json::Value;
+
+use crate::chunk::{Chunk, Limits};
+use crate::ingest::record_from_object;
+
+#[derive(Debug, thiserror::Error)]
+pub enum SourceError {
+    #[error("{path}: {source}")]
+    Io {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path}:{line}: {message}")]
+    Bad {
+        path: String,
+        line: u64,
+        message: String,
+    },
+}
+
+pub struct FileSource {
+    path: PathBuf,
+    format: FileFormat,
+    follow: bool,
+    cursor: FileCursor,
+    /// CSV column names, read once from the first line.
+    header: Option<Vec<String>>,
+}
+
+impl FileSource {
+    /// Opens at `cursor` (from the state store) or at the start. A cursor
+    /// whose fingerprint no longer matches means the file was replaced:
+    /// reading starts over, with a warning.
+    pub fn open(
+        path: &Path,
+        format: FileFormat,
+        follow: bool,
+        cursor: Option<&str>,
+    ) -> Result<FileSource, SourceError> {
+        let mut src = FileSource {
+            path: path.to_path_buf(),
+            format,
+            follow,
+            cursor: FileCursor {
+                offset: 0,
+                lines: 0,
+                fp: String::new(),
+                fp_len: 0,
+            },
+            header: None,
+        };
+        if let Some(raw) = cursor {
+            let saved = FileCursor::decode(raw).map_err(|e| src.bad(0, format!("bad cursor: {e}")))?;
+            let mut f = src.open_file()?;
+            let len = f.metadata().map_err(|e| src.io(e))?.len();
+            let same = len >= saved.offset
+                && len >= saved.fp_len
+                && cursor::fingerprint_prefix(&mut f, saved.fp_len)
+                    .map_err(|e| src.io(e))?
+                    .0
+                    == saved.fp;
+            if same {
+                src.cursor = saved;
+            } else {
+                tracing::warn!(path = %path.display(), "file changed since the last cursor; reading it from the start");
+            }
+        }
+        Ok(src)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn cursor(&self) -> &FileCursor {
+        &self.cursor
+    }
+
+    /// Reads up to `limits` of complete records after the cursor.
+    pub fn read_chunk(&mut self, limits: Limits) -> Result<Chunk, SourceError> {
+        let mut file = match File::open(&self.path) {
+            Ok(f) => f,
+            Err(e) if self.follow && e.kind() == std::io::ErrorKind::NotFound => {
+                return Ok(Chunk {
+                    at_end: true,
+                    ..Chunk::default()
+                })
+            }
+            Err(e) => return Err(self.io(e)),
+        };
+        let len = file.metadata().map_err(|e| self.io(e))?.len();
+        if len < self.cursor.offset {
+            tracing::warn!(path = %self.path.display(), "file shrank below the cursor; reading it from the start");
+            self.cursor.offset = 0;
+            self.cursor.lines = 0;
+            self.header = None;
+        }
+        // Only complete lines count while tailing: a writer may be mid-line.
+        let end = if self.follow {
+            last_newline_end(&mut file, self.cursor.offset, len).map_err(|e| self.io(e))?
+        } else {
+            len
+        };
+        if self.cursor.fp_len < cursor::fingerprint_len(len) {
+            let (fp, fp_len) = cursor::fingerprint(&mut file, len).map_err(|e| self.io(e))?;
+            self.cursor.fp = fp;
+            self.cursor.fp_len = fp_len;
+        }
+        let mut chunk = match self.format {
+            FileFormat::Ndjson => self.read_ndjson(&mut file, end, limits)?,
+            FileFormat::Csv => self.read_csv(&mut file, end, limits)?,
+        };
+        chunk.cursor = Some(self.cursor.encode());
+        Ok(chunk)
+    }
+
+    fn read_ndjson(&mut self, file: &mut File, end: u64, limits: Limits) -> Result<Chunk, SourceError> {
+        file.seek(SeekFrom::Start(self.cursor.offset))
+            .map_err(|e| self.io(e))?;
+        let mut reader = BufReader::with_capacity(256 << 10, file.take(end - self.cursor.offset));
+        let mut chunk = Chunk::default();
+        let mut line = Vec::with_capacity(512);
+        loop {
+            if chunk.is_full(limits) {
+                return Ok(chunk);
+            }
+            line.clear();
+            let n = reader.read_until(b'\n', &mut line).map_err(|e| self.io(e))?;
+            if n == 0 {
+                chunk.at_end = true;
+                return Ok(chunk);
+            }
+            let body = trim_eol(&line);
+            let line_no = self.cursor.lines + 1;
+            if !body.iter().all(u8::is_ascii_whitespace) {
+                let item = parse_line(body).map_err(|m| self.bad(line_no, m))?;
+                chunk.items.push(item);
+                chunk.records += 1;
+                chunk.bytes += body.len() as u64;
+            }
+            self.cursor.lines += 1;
+            self.cursor.offset += n as u64;
+        }
+    }
+
+    fn open_file(&self) -> Result<File, SourceError> {
+        File::open(&self.path).map_err(|e| self.io(e))
+    }
+
+    fn io(&self, source: std::io::Error) -> SourceError {
+        SourceError::Io {
+            path: self.path.display().to_string(),
+            source,
+        }
+    }
+
+    fn bad(&self, line: u64, message: String) -> SourceError {
+        SourceError::Bad {
+            path: self.path.display().to_string(),
+            line,
+            message,
+        }
+    }
+}
+
+fn trim_eol(line: &[u8]) -> &[u8] {
+    let line = line.strip_suffix(b"\n").unwrap_or(line);
+    line.strip_suffix(b"\r").unwrap_or(line)
+}
+
+fn parse_line(body: &[u8]) -> Result<Item, String> {
+    match serde_json::from_slice::<Value>(body) {
+        Ok(Value::Object(m)) => record_from_object(m).map(Item::Record),
+        Ok(_) => Err("expected a JSON object".into()),
+        Err(e) => Err(format!("invalid JSON: {e}")),
+    }
+}
+
+/// The offset just past the last newline in [from, len), or `from` if none.
+fn last_newline_end(file: &mut File, from: u64, len: u64) -> std::io::Result<u64> {
+    const BLOCK: u64 = 64 << 10;
+    let mut hi = len;
+    let mut buf = vec![0u8; BLOCK as usize];
+    while hi > from {
+        let lo = hi.saturating_sub(BLOCK).max(from);
+        let n = (hi - lo) as usize;
+        file.seek(SeekFrom::Start(lo))?;
+        file.read_exact(&mut buf[..n])?;
+        if let Some(i) = buf[..n].iter().rposition(|b| *b == b'\n') {
+            return Ok(lo + i as u64 + 1);
+        }
+        hi = lo;
+    }
+    Ok(from)
+}
+
+#[cfg(test)]
+mod tests;

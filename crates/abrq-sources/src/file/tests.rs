@@ -1,0 +1,110 @@
+use std::io::Write;
+
+use abrq_core::config::FileFormat;
+use abrq_core::Item;
+use serde_json::json;
+
+use super::FileSource;
+use crate::chunk::Limits;
+
+const BIG: Limits = Limits {
+    max_records: 1000,
+    max_bytes: 1 << 20,
+};
+
+fn values(items: &[Item], key: &str) -> Vec<serde_json::Value> {
+    items
+        .iter()
+        .map(|i| i.as_record().unwrap().fields[key].clone())
+        .collect()
+}
+
+#[test]
+fn ndjson_chunks_and_resumes_from_cursor() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("a.ndjson");
+    let body: String = (0..10).map(|i| format!("{{\"i\":{i}}}\n")).collect();
+    std::fs::write(&p, body).unwrap();
+    let mut s = FileSource::open(&p, FileFormat::Ndjson, false, None).unwrap();
+    let lim = Limits {
+        max_records: 4,
+        max_bytes: 1 << 20,
+    };
+    let c1 = s.read_chunk(lim).unwrap();
+    assert_eq!(values(&c1.items, "i"), vec![json!(0), json!(1), json!(2), json!(3)]);
+    assert!(!c1.at_end);
+    // a restart from the staged cursor continues after record 3
+    let mut s2 = FileSource::open(&p, FileFormat::Ndjson, false, c1.cursor.as_deref()).unwrap();
+    let c2 = s2.read_chunk(BIG).unwrap();
+    assert_eq!(c2.records, 6);
+    assert_eq!(values(&c2.items, "i")[0], json!(4));
+    assert!(c2.at_end);
+}
+
+#[test]
+fn follow_consumes_only_complete_lines() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("a.ndjson");
+    let mut f = std::fs::File::create(&p).unwrap();
+    f.write_all(b"{\"i\":1}\n{\"i\":").unwrap();
+    let mut s = FileSource::open(&p, FileFormat::Ndjson, true, None).unwrap();
+    let c = s.read_chunk(BIG).unwrap();
+    assert_eq!(c.records, 1);
+    f.write_all(b"2}\n").unwrap();
+    let c = s.read_chunk(BIG).unwrap();
+    assert_eq!(values(&c.items, "i"), vec![json!(2)]);
+    assert_eq!(s.read_chunk(BIG).unwrap().records, 0);
+}
+
+#[test]
+fn replaced_file_is_read_from_the_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("a.ndjson");
+    std::fs::write(&p, "{\"i\":1}\n{\"i\":2}\n").unwrap();
+    let mut s = FileSource::open(&p, FileFormat::Ndjson, false, None).unwrap();
+    let cur = s.read_chunk(BIG).unwrap().cursor.unwrap();
+    std::fs::write(&p, "{\"j\":1}\n{\"j\":2}\n{\"j\":3}\n").unwrap();
+    let mut s = FileSource::open(&p, FileFormat::Ndjson, false, Some(&cur)).unwrap();
+    assert_eq!(s.read_chunk(BIG).unwrap().records, 3);
+}
+
+#[test]
+fn bad_line_names_file_and_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("a.ndjson");
+    std::fs::write(&p, "{\"i\":1}\n\n{oops}\n").unwrap();
+    let mut s = FileSource::open(&p, FileFormat::Ndjson, false, None).unwrap();
+    let e = s.read_chunk(BIG).unwrap_err().to_string();
+    assert!(e.ends_with(":3: invalid JSON: key must be a string at line 1 column 2"), "{e}");
+}
+
+#[test]
+fn csv_with_header_types_values_and_resumes() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("a.csv");
+    std::fs::write(&p, "id,name,zip\n1,\"a, b\",007\n2,c,\n3,d,x\n").unwrap();
+    let mut s = FileSource::open(&p, FileFormat::Csv, false, None).unwrap();
+    let lim = Limits {
+        max_records: 2,
+        max_bytes: 1 << 20,
+    };
+    let c = s.read_chunk(lim).unwrap();
+    let r = c.items[0].as_record().unwrap();
+    assert_eq!(r.fields["id"], json!(1));
+    assert_eq!(r.fields["name"], json!("a, b"));
+    assert_eq!(r.fields["zip"], json!("007"));
+    assert_eq!(c.items[1].as_record().unwrap().fields["zip"], json!(null));
+    let mut s = FileSource::open(&p, FileFormat::Csv, false, c.cursor.as_deref()).unwrap();
+    let c = s.read_chunk(lim).unwrap();
+    assert_eq!(values(&c.items, "id"), vec![json!(3)]);
+}
+
+#[test]
+fn csv_field_count_mismatch_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("a.csv");
+    std::fs::write(&p, "a,b\n1,2\n3\n").unwrap();
+    let mut s = FileSource::open(&p, FileFormat::Csv, false, None).unwrap();
+    let e = s.read_chunk(BIG).unwrap_err().to_string();
+    assert!(e.contains(":3:"), "{e}");
+}
