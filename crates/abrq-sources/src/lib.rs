@@ -4,8 +4,17 @@
 
 pub mod chunk;
 pub mod file;
+pub mod generate;
 pub mod ingest;
 
 pub use chunk::{Chunk, Limits};
-pub use file::FileSource;
+pub use file::{FileSource, SourceError};
+pub use generate::GenerateSource;
 pub use ingest::{parse_body, IngestError};
+
+/// A source read in chunks on a blocking thread.
+pub trait ReadChunk: Send + 'static {
+    /// Reads up to `limits` of records after the cursor; `at_end` says the
+    /// source has nothing more for now.
+    fn read_chunk(&mut self, limits: Limits) -> Result<Chunk, SourceError>;
+}

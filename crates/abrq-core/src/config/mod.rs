@@ -123,6 +123,13 @@ fn validate_source(source: &Spanned<SourceConfig>, text: &str) -> Result<(), Str
             }
         }
         SourceEngine::Http => {}
+        SourceEngine::Generate => {
+            if s.records.is_none() {
+                return Err(format!(
+                    "line {at}: streams.source.records is required for engine \"generate\""
+                ));
+            }
+        }
         SourceEngine::Postgres | SourceEngine::Mysql => {
             if s.table.is_none() {
                 return Err(format!(

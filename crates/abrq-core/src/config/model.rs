@@ -95,6 +95,8 @@ pub struct StreamConfig {
 #[serde(rename_all = "snake_case")]
 pub enum SourceEngine {
     File,
+    /// Synthetic records, for the quickstart and benchmarks.
+    Generate,
     Http,
     Postgres,
     Mysql,
@@ -123,6 +125,8 @@ pub struct SourceConfig {
     pub format: Option<FileFormat>,
     #[serde(default)]
     pub follow: bool,
+    // generate
+    pub records: Option<u64>,
     // http
     pub ingest_token: Option<Secret>,
     pub max_body: Option<Size>,

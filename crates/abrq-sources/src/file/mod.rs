@@ -92,8 +92,7 @@ impl FileSource {
         &self.cursor
     }
 
-    /// Reads up to `limits` of complete records after the cursor.
-    pub fn read_chunk(&mut self, limits: Limits) -> Result<Chunk, SourceError> {
+    fn read_complete(&mut self, limits: Limits) -> Result<Chunk, SourceError> {
         let mut file = match File::open(&self.path) {
             Ok(f) => f,
             Err(e) if self.follow && e.kind() == std::io::ErrorKind::NotFound => {
@@ -208,6 +207,13 @@ fn last_newline_end(file: &mut File, from: u64, len: u64) -> std::io::Result<u64
         hi = lo;
     }
     Ok(from)
+}
+
+impl crate::ReadChunk for FileSource {
+    /// Reads up to `limits` of complete records after the cursor.
+    fn read_chunk(&mut self, limits: Limits) -> Result<Chunk, SourceError> {
+        self.read_complete(limits)
+    }
 }
 
 #[cfg(test)]

@@ -6,6 +6,7 @@ use serde_json::json;
 
 use super::FileSource;
 use crate::chunk::Limits;
+use crate::ReadChunk;
 
 const BIG: Limits = Limits {
     max_records: 1000,

@@ -1,0 +1,181 @@
+//! Operator actions. Each one commits to the store first, writes an audit
+//! entry, then tells the drain loop.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use abrq_state::{DeadLetterRow, NewAudit, SkippedRange, StoreError};
+use serde_json::json;
+
+use crate::destination::{DestShared, Switches};
+use crate::engine::Engine;
+use crate::stream::StreamShared;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ControlError {
+    #[error("unknown stream {0:?}")]
+    UnknownStream(String),
+    #[error("unknown destination {destination:?} of stream {stream:?}")]
+    UnknownDestination { stream: String, destination: String },
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// Which switch an operator flips.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Switch {
+    Enable,
+    Disable,
+    Pause,
+    Resume,
+}
+
+impl Switch {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Switch::Enable => "enable",
+            Switch::Disable => "disable",
+            Switch::Pause => "pause",
+            Switch::Resume => "resume",
+        }
+    }
+}
+
+impl Engine {
+    pub(crate) fn locate(
+        &self,
+        stream: &str,
+        destination: &str,
+    ) -> Result<(Arc<StreamShared>, Arc<DestShared>), ControlError> {
+        let s = self
+            .stream(stream)
+            .ok_or_else(|| ControlError::UnknownStream(stream.to_string()))?;
+        let d = s
+            .destination(destination)
+            .cloned()
+            .ok_or_else(|| ControlError::UnknownDestination {
+                stream: stream.to_string(),
+                destination: destination.to_string(),
+            })?;
+        Ok((s, d))
+    }
+
+    /// Fails when the stream or destination is unknown.
+    pub fn locate_checked(&self, stream: &str, destination: &str) -> Result<(), ControlError> {
+        self.locate(stream, destination).map(|_| ())
+    }
+
+    async fn audit(
+        &self,
+        s: &StreamShared,
+        d: &DestShared,
+        actor: &str,
+        action: &str,
+        detail: serde_json::Value,
+    ) -> Result<(), ControlError> {
+        s.store
+            .record_audit(NewAudit {
+                actor: actor.to_string(),
+                action: action.to_string(),
+                stream: s.name.clone(),
+                destination: Some(d.labels.destination.clone()),
+                detail,
+            })
+            .await?;
+        Ok(())
+    }
+
+    /// Flips a switch; enabling reports the range the GC passed meanwhile.
+    pub async fn switch(
+        &self,
+        stream: &str,
+        destination: &str,
+        switch: Switch,
+        actor: &str,
+    ) -> Result<Option<SkippedRange>, ControlError> {
+        let (s, d) = self.locate(stream, destination)?;
+        let mut skipped = None;
+        match switch {
+            Switch::Enable | Switch::Disable => {
+                let on = switch == Switch::Enable;
+                skipped = s.store.set_enabled(stream, destination, on).await?;
+                if let Some(range) = &skipped {
+                    d.hwm.fetch_max(range.to_seq, Ordering::AcqRel);
+                    s.events.skipped(&d.labels, range);
+                }
+            }
+            Switch::Pause | Switch::Resume => {
+                s.store
+                    .set_paused(stream, destination, switch == Switch::Pause)
+                    .await?;
+            }
+        }
+        let detail = match &skipped {
+            Some(r) => json!({"skipped_from_seq": r.from_seq, "skipped_to_seq": r.to_seq}),
+            None => json!({}),
+        };
+        self.audit(&s, &d, actor, switch.as_str(), detail).await?;
+        let row = s.store.destination(stream, destination).await?;
+        d.switches.send_replace(Switches {
+            enabled: row.enabled,
+            paused: row.paused,
+        });
+        tracing::info!(stream, destination, action = switch.as_str(), actor, "destination switched");
+        Ok(skipped)
+    }
+
+    pub async fn reset_breaker(
+        &self,
+        stream: &str,
+        destination: &str,
+        actor: &str,
+    ) -> Result<(), ControlError> {
+        let (s, d) = self.locate(stream, destination)?;
+        let before = d.with_breaker(|b| {
+            let before = b.state;
+            b.reset();
+            before
+        });
+        let state = d.breaker_state();
+        s.store.save_breaker(stream, destination, &state).await?;
+        s.events.breaker_changed(&d.labels, &state);
+        s.events.circuit_closed(&d.labels, actor);
+        self.audit(&s, &d, actor, "breaker_reset", json!({"was": before.name()}))
+            .await?;
+        d.wake.notify_one();
+        Ok(())
+    }
+
+    /// Asks for a replay of one dead letter, or of all pending ones.
+    pub async fn replay(
+        &self,
+        stream: &str,
+        destination: &str,
+        id: Option<i64>,
+        actor: &str,
+    ) -> Result<u64, ControlError> {
+        let (s, d) = self.locate(stream, destination)?;
+        let n = s.store.request_replay(stream, destination, id, actor).await?;
+        self.audit(&s, &d, actor, "replay", json!({"id": id, "count": n}))
+            .await?;
+        d.wake.notify_one();
+        Ok(n)
+    }
+
+    /// Discards one dead letter, or all pending ones: data loss, audited by
+    /// the store and counted here.
+    pub async fn discard(
+        &self,
+        stream: &str,
+        destination: &str,
+        id: Option<i64>,
+        actor: &str,
+    ) -> Result<Vec<DeadLetterRow>, ControlError> {
+        let (s, d) = self.locate(stream, destination)?;
+        let rows = s.store.discard(stream, destination, id, actor).await?;
+        for row in &rows {
+            s.events.discarded(&d.labels, row, actor);
+        }
+        Ok(rows)
+    }
+}

@@ -1,0 +1,55 @@
+//! What a drain loop shares with operator actions and status: the breaker,
+//! the pause/enable switches and a wake-up signal.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use abrq_core::{Breaker, Destination, RetryPolicy};
+use tokio::sync::{watch, Notify};
+
+use crate::events::DestLabels;
+
+/// The operator's switches, mirrored from the store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Switches {
+    pub enabled: bool,
+    pub paused: bool,
+}
+
+impl Switches {
+    pub fn draining(&self) -> bool {
+        self.enabled && !self.paused
+    }
+}
+
+pub struct DestShared {
+    pub labels: DestLabels,
+    pub destination: Arc<dyn Destination>,
+    pub retry: RetryPolicy,
+    pub breaker: Mutex<Breaker>,
+    pub switches: watch::Sender<Switches>,
+    /// Operator actions (reset, replay) poke this to end a wait early.
+    pub wake: Notify,
+    /// Highest seq passed, mirrored from the store for cheap reads.
+    pub hwm: AtomicU64,
+}
+
+impl DestShared {
+    pub fn hwm(&self) -> u64 {
+        self.hwm.load(Ordering::Acquire)
+    }
+
+    pub fn switches(&self) -> Switches {
+        *self.switches.borrow()
+    }
+
+    pub fn breaker_state(&self) -> abrq_core::BreakerState {
+        self.breaker.lock().map(|b| b.state).unwrap_or_else(|p| p.into_inner().state)
+    }
+
+    /// Runs `f` on the breaker; a poisoned lock still holds valid state.
+    pub fn with_breaker<T>(&self, f: impl FnOnce(&mut Breaker) -> T) -> T {
+        let mut guard = self.breaker.lock().unwrap_or_else(|p| p.into_inner());
+        f(&mut guard)
+    }
+}

@@ -1,0 +1,252 @@
+//! The engine: registers streams and destinations, starts a source task, a
+//! GC task and one drain loop per destination for every stream, and stops
+//! them gracefully.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::{Arc, Mutex};
+
+use abrq_core::config::{Config, SourceEngine, StreamConfig};
+use abrq_core::{Breaker, Destination};
+use abrq_state::{DeadLetterState, StateStore};
+use tokio::sync::{watch, Notify};
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+use crate::destination::{DestShared, Switches};
+use crate::events::{DestLabels, Events};
+use crate::metrics::Metrics;
+use crate::stream::StreamShared;
+use crate::{drain, gc, source_task};
+
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error(transparent)]
+    Store(#[from] abrq_state::StoreError),
+    #[error("stream {stream:?}, destination {destination:?}: {message}")]
+    Destination {
+        stream: String,
+        destination: String,
+        message: String,
+    },
+    #[error("stream {stream:?}: source engine {engine:?} is not available in this build yet")]
+    Source { stream: String, engine: String },
+}
+
+/// Builds the destination object for a config entry; the binary passes the
+/// sinks crate's factory, tests may pass their own.
+pub type DestinationFactory =
+    dyn Fn(&str, &abrq_core::config::DestinationConfig) -> Result<Arc<dyn Destination>, String> + Send + Sync;
+
+pub struct Engine {
+    streams: BTreeMap<String, Arc<StreamShared>>,
+    pub metrics: Arc<Metrics>,
+    pub store: Arc<dyn StateStore>,
+    cancel: CancellationToken,
+    tasks: Mutex<JoinSet<()>>,
+    /// Set when a source task failed; `wait_drained` reports it.
+    failed: Arc<Mutex<Option<String>>>,
+}
+
+impl Engine {
+    pub async fn start(
+        config: &Config,
+        store: Arc<dyn StateStore>,
+        metrics: Arc<Metrics>,
+        build: &DestinationFactory,
+    ) -> Result<Arc<Engine>, StartError> {
+        let cancel = CancellationToken::new();
+        let events = Events::new(metrics.clone());
+        let mut streams = BTreeMap::new();
+        for sc in &config.streams {
+            let sc = sc.get_ref();
+            let shared =
+                register_stream(sc, config, store.clone(), events.clone(), cancel.clone(), build).await?;
+            streams.insert(shared.name.clone(), shared);
+        }
+        let engine = Arc::new(Engine {
+            streams,
+            metrics,
+            store,
+            cancel,
+            tasks: Mutex::new(JoinSet::new()),
+            failed: Arc::new(Mutex::new(None)),
+        });
+        engine.spawn_tasks(config);
+        Ok(engine)
+    }
+
+    fn spawn_tasks(&self, config: &Config) {
+        let mut tasks = self.tasks.lock().unwrap_or_else(|p| p.into_inner());
+        for sc in &config.streams {
+            let sc = sc.get_ref();
+            let s = self.streams[sc.name.as_str()].clone();
+            for d in &s.destinations {
+                tasks.spawn(drain::run(s.clone(), d.clone()));
+            }
+            tasks.spawn(gc::run(s.clone(), config.spool.gc_interval.0));
+            if matches!(s.source_engine, SourceEngine::File | SourceEngine::Generate) {
+                let src_cfg = sc.source.get_ref().clone();
+                let failed = self.failed.clone();
+                let s2 = s.clone();
+                tasks.spawn(async move {
+                    if let Err(e) = source_task::run(s2.clone(), src_cfg).await {
+                        tracing::error!(stream = %s2.name, error = %e, "source stopped");
+                        *failed.lock().unwrap_or_else(|p| p.into_inner()) =
+                            Some(format!("stream {}: {e}", s2.name));
+                    }
+                });
+            }
+        }
+    }
+
+    pub fn stream(&self, name: &str) -> Option<Arc<StreamShared>> {
+        self.streams.get(name).cloned()
+    }
+
+    pub fn streams(&self) -> impl Iterator<Item = &Arc<StreamShared>> {
+        self.streams.values()
+    }
+
+    /// A source failure, if any happened.
+    pub fn failure(&self) -> Option<String> {
+        self.failed.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    pub fn cancel_token(&self) -> CancellationToken {
+        self.cancel.clone()
+    }
+
+    /// True when every finite source is exhausted and every enabled
+    /// destination has passed the last staged batch.
+    pub fn drained(&self) -> bool {
+        self.streams.values().all(|s| {
+            *s.source_done.borrow()
+                && s.destinations.iter().all(|d| !d.switches().enabled || d.hwm() >= s.last_seq())
+        })
+    }
+
+    /// Waits until [`Engine::drained`], or fails when a source failed.
+    pub async fn wait_drained(&self) -> Result<(), String> {
+        let mut tick = tokio::time::interval(std::time::Duration::from_millis(50));
+        loop {
+            if let Some(e) = self.failure() {
+                return Err(e);
+            }
+            if self.drained() {
+                return Ok(());
+            }
+            tokio::select! {
+                _ = self.cancel.cancelled() => return Err("interrupted".into()),
+                _ = tick.tick() => {}
+            }
+        }
+    }
+
+    /// Stops sources and drain loops; in-flight attempts finish or time out.
+    pub async fn shutdown(&self) {
+        self.cancel.cancel();
+        let mut tasks = std::mem::take(&mut *self.tasks.lock().unwrap_or_else(|p| p.into_inner()));
+        while let Some(r) = tasks.join_next().await {
+            if let Err(e) = r {
+                tracing::error!(error = %e, "task ended abnormally");
+            }
+        }
+    }
+}
+
+async fn register_stream(
+    sc: &StreamConfig,
+    config: &Config,
+    store: Arc<dyn StateStore>,
+    events: Events,
+    cancel: CancellationToken,
+    build: &DestinationFactory,
+) -> Result<Arc<StreamShared>, StartError> {
+    let name = sc.name.as_str();
+    let source_engine = sc.source.get_ref().engine;
+    if matches!(source_engine, SourceEngine::Postgres | SourceEngine::Mysql) {
+        return Err(StartError::Source {
+            stream: name.to_string(),
+            engine: format!("{source_engine:?}").to_lowercase(),
+        });
+    }
+    let row = store.register_stream(name).await?;
+    let stats = store.spool_stats(name).await?;
+    let mut destinations = Vec::new();
+    for dc in &sc.destinations {
+        let dc = dc.get_ref();
+        let dname = dc.name.as_str();
+        let dest = build(name, dc).map_err(|message| StartError::Destination {
+            stream: name.to_string(),
+            destination: dname.to_string(),
+            message,
+        })?;
+        let kind = dc.engine.as_str();
+        let mut drow = store.register_destination(name, dname, kind, dc.enabled).await?;
+        let labels = DestLabels {
+            stream: name.to_string(),
+            destination: dname.to_string(),
+            kind: kind.to_string(),
+        };
+        if drow.enabled {
+            // Catches a destination that fell behind the GC while it was
+            // disabled, or one newly added to a stream whose spool moved on.
+            if let Some(range) = store.set_enabled(name, dname, true).await? {
+                events.skipped(&labels, &range);
+                drow = store.destination(name, dname).await?;
+            }
+        }
+        let pending = store
+            .dead_letters(name, dname, Some(DeadLetterState::Pending))
+            .await?
+            .len();
+        events
+            .metrics
+            .dead_letters_pending
+            .with_label_values(&labels.d())
+            .set(pending as i64);
+        events.breaker_changed(&labels, &drow.breaker);
+        events.marks(&labels, drow.high_water_mark, row.last_seq);
+        let (switches, _) = watch::channel(Switches {
+            enabled: drow.enabled,
+            paused: drow.paused,
+        });
+        destinations.push(Arc::new(DestShared {
+            labels,
+            destination: dest,
+            retry: dc.retry.into(),
+            breaker: Mutex::new(Breaker {
+                config: dc.breaker.into(),
+                state: drow.breaker,
+            }),
+            switches,
+            wake: Notify::new(),
+            hwm: AtomicU64::new(drow.high_water_mark),
+        }));
+    }
+    let (staged, _) = watch::channel(row.last_seq);
+    let (source_done, _) = watch::channel(false);
+    events
+        .metrics
+        .source_paused
+        .with_label_values(&[name])
+        .set(0);
+    Ok(Arc::new(StreamShared {
+        name: name.to_string(),
+        uuid: row.uuid,
+        source_engine,
+        source: sc.source.get_ref().clone(),
+        batch: sc.batch.clone(),
+        store,
+        events,
+        staged,
+        spool_bytes: AtomicU64::new(stats.bytes),
+        max_spool_bytes: config.spool.max_bytes.0,
+        spool_freed: Notify::new(),
+        source_paused: AtomicBool::new(false),
+        source_done,
+        destinations,
+        cancel,
+    }))
+}

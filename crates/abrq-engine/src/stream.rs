@@ -1,0 +1,158 @@
+//! What the tasks of one stream share: the store, the staged-seq signal that
+//! wakes drain loops, and the spool accounting behind backpressure.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use abrq_core::config::{BatchConfig, SourceConfig, SourceEngine};
+use abrq_state::{NewBatch, StageOutcome, StateStore, StoreError};
+use tokio::sync::{watch, Notify};
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+use crate::destination::DestShared;
+use crate::events::Events;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StageError {
+    #[error("spool is full ({bytes} of {max} bytes); retry later")]
+    SpoolFull { bytes: u64, max: u64 },
+    #[error("shutting down")]
+    ShuttingDown,
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+pub struct StreamShared {
+    pub name: String,
+    pub uuid: Uuid,
+    pub source_engine: SourceEngine,
+    pub source: SourceConfig,
+    pub batch: BatchConfig,
+    pub store: Arc<dyn StateStore>,
+    pub events: Events,
+    /// Highest staged seq; drain loops wait on changes.
+    pub staged: watch::Sender<u64>,
+    /// Bytes in the spool as last counted (staging adds, GC recounts).
+    pub spool_bytes: AtomicU64,
+    pub max_spool_bytes: u64,
+    /// Notified when the GC frees spool space.
+    pub spool_freed: Notify,
+    pub source_paused: AtomicBool,
+    /// True once a finite source has staged everything it had.
+    pub source_done: watch::Sender<bool>,
+    pub destinations: Vec<Arc<DestShared>>,
+    pub cancel: CancellationToken,
+}
+
+impl StreamShared {
+    pub fn last_seq(&self) -> u64 {
+        *self.staged.borrow()
+    }
+
+    pub fn destination(&self, name: &str) -> Option<&Arc<DestShared>> {
+        self.destinations.iter().find(|d| d.labels.destination == name)
+    }
+
+    fn spool_full(&self) -> bool {
+        self.spool_bytes.load(Ordering::Relaxed) >= self.max_spool_bytes
+    }
+
+    /// Stages as the source: waits (backpressure) while the spool is full.
+    pub async fn stage_waiting(
+        &self,
+        batches: Vec<NewBatch>,
+        cursor: Option<String>,
+    ) -> Result<StageOutcome, StageError> {
+        if self.spool_full() {
+            self.set_source_paused(true);
+            while self.spool_full() {
+                tokio::select! {
+                    _ = self.cancel.cancelled() => return Err(StageError::ShuttingDown),
+                    _ = self.spool_freed.notified() => {}
+                    _ = tokio::time::sleep(Duration::from_millis(500)) => {}
+                }
+            }
+            self.set_source_paused(false);
+        }
+        self.stage_now(batches, cursor, None).await
+    }
+
+    /// Stages for an ingest request: refuses at once while the spool is
+    /// full, so the client retries instead of holding a connection.
+    pub async fn stage_request(
+        &self,
+        batches: Vec<NewBatch>,
+        request_key: Option<&str>,
+    ) -> Result<StageOutcome, StageError> {
+        if self.spool_full() {
+            return Err(StageError::SpoolFull {
+                bytes: self.spool_bytes.load(Ordering::Relaxed),
+                max: self.max_spool_bytes,
+            });
+        }
+        self.stage_now(batches, None, request_key).await
+    }
+
+    async fn stage_now(
+        &self,
+        batches: Vec<NewBatch>,
+        cursor: Option<String>,
+        request_key: Option<&str>,
+    ) -> Result<StageOutcome, StageError> {
+        let records: u64 = batches.iter().map(|b| b.records).sum();
+        let bytes: u64 = batches.iter().map(|b| b.bytes).sum();
+        let n = batches.len() as u64;
+        let outcome = self
+            .store
+            .stage(&self.name, batches, cursor, request_key)
+            .await?;
+        if let StageOutcome::Staged(seqs) = &outcome {
+            if let Some(last) = seqs.last() {
+                self.spool_bytes.fetch_add(bytes, Ordering::Relaxed);
+                self.events.staged(&self.name, n, records);
+                self.staged.send_replace(*last);
+            }
+        }
+        Ok(outcome)
+    }
+
+    fn set_source_paused(&self, paused: bool) {
+        if self.source_paused.swap(paused, Ordering::Relaxed) != paused {
+            self.events.source_paused(&self.name, paused);
+        }
+    }
+}
+
+/// Splits items into batches by the stream's limits, in order.
+pub fn split_batches(items: Vec<(abrq_core::Item, u64)>, limits: &BatchConfig) -> Vec<NewBatch> {
+    let mut out = Vec::new();
+    let mut cur = NewBatch {
+        items: Vec::new(),
+        records: 0,
+        bytes: 0,
+    };
+    for (item, size) in items {
+        let full = cur.records >= limits.max_records || cur.bytes + size > limits.max_bytes.0;
+        if full && !cur.items.is_empty() {
+            out.push(std::mem::replace(
+                &mut cur,
+                NewBatch {
+                    items: Vec::new(),
+                    records: 0,
+                    bytes: 0,
+                },
+            ));
+        }
+        if item.as_record().is_some() {
+            cur.records += 1;
+        }
+        cur.bytes += size;
+        cur.items.push(item);
+    }
+    if !cur.items.is_empty() {
+        out.push(cur);
+    }
+    out
+}

@@ -1,0 +1,142 @@
+//! The command line.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "abrq", version, about = "Durable fan-out delivery: stage once, deliver everywhere, lose nothing")]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand)]
+pub enum Command {
+    /// Run every stream of the config, with the admin API and /metrics.
+    Run {
+        #[arg(long, short)]
+        config: PathBuf,
+        /// Exit 0 once every source is exhausted and every enabled
+        /// destination has passed the last batch.
+        #[arg(long)]
+        until_drained: bool,
+        /// No progress bar even on a terminal.
+        #[arg(long)]
+        no_progress: bool,
+    },
+    /// Validate the config and test every destination's connection.
+    Check {
+        #[arg(long, short)]
+        config: PathBuf,
+    },
+    /// Show streams and destinations of a running server.
+    Status {
+        #[command(flatten)]
+        remote: Remote,
+        /// Print the raw JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Dead letters of one destination.
+    #[command(subcommand)]
+    DeadLetters(DeadLetterCmd),
+    /// Circuit breaker actions.
+    #[command(subcommand)]
+    Breaker(BreakerCmd),
+    /// Enable, disable, pause or resume a destination.
+    #[command(subcommand)]
+    Destination(DestinationCmd),
+}
+
+/// Where the running server is.
+#[derive(Args, Clone)]
+pub struct Remote {
+    /// Server base URL; defaults to the config's server.listen.
+    #[arg(long, env = "ABRQ_SERVER")]
+    pub server: Option<String>,
+    /// Read server.listen and server.admin_token from this config.
+    #[arg(long, short)]
+    pub config: Option<PathBuf>,
+    /// Admin bearer token.
+    #[arg(long, env = "ABRQ_ADMIN_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+}
+
+#[derive(Args, Clone)]
+pub struct Target {
+    #[arg(long, short)]
+    pub stream: String,
+    #[arg(long, short)]
+    pub destination: String,
+}
+
+#[derive(Subcommand)]
+pub enum DeadLetterCmd {
+    List {
+        #[command(flatten)]
+        target: Target,
+        /// pending, replayed, discarded or all
+        #[arg(long, default_value = "pending")]
+        state: String,
+        #[command(flatten)]
+        remote: Remote,
+    },
+    Show {
+        id: i64,
+        #[command(flatten)]
+        target: Target,
+        #[command(flatten)]
+        remote: Remote,
+    },
+    /// Re-drive to the one destination that dead-lettered it.
+    Replay {
+        /// One dead letter; omit with --all.
+        id: Option<i64>,
+        #[arg(long, conflicts_with = "id")]
+        all: bool,
+        #[command(flatten)]
+        target: Target,
+        #[command(flatten)]
+        remote: Remote,
+    },
+    /// Drop permanently: data loss, recorded in the audit log.
+    Discard {
+        id: Option<i64>,
+        #[arg(long, conflicts_with = "id")]
+        all: bool,
+        #[command(flatten)]
+        target: Target,
+        #[command(flatten)]
+        remote: Remote,
+    },
+}
+
+#[derive(Subcommand)]
+pub enum BreakerCmd {
+    /// Close the circuit at once.
+    Reset {
+        #[command(flatten)]
+        target: Target,
+        #[command(flatten)]
+        remote: Remote,
+    },
+}
+
+#[derive(Subcommand)]
+pub enum DestinationCmd {
+    Enable(SwitchArgs),
+    /// Leaves the spool GC minimum: batches may be skipped.
+    Disable(SwitchArgs),
+    /// Stops draining but keeps every batch for it.
+    Pause(SwitchArgs),
+    Resume(SwitchArgs),
+}
+
+#[derive(Args)]
+pub struct SwitchArgs {
+    #[command(flatten)]
+    pub target: Target,
+    #[command(flatten)]
+    pub remote: Remote,
+}

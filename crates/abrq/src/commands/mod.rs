@@ -1,0 +1,53 @@
+//! One module per command.
+
+mod check;
+mod remote;
+mod run;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use abrq_core::config::Config;
+use abrq_state::{SqliteStore, StateStore};
+use anyhow::Context;
+
+use crate::cli::Command;
+
+pub async fn dispatch(cmd: Command) -> anyhow::Result<()> {
+    match cmd {
+        Command::Run {
+            config,
+            until_drained,
+            no_progress,
+        } => run::run(&config, until_drained, no_progress).await,
+        Command::Check { config } => check::check(&config).await,
+        Command::Status { remote, json } => remote::status(&remote, json).await,
+        Command::DeadLetters(c) => remote::dead_letters(c).await,
+        Command::Breaker(c) => remote::breaker(c).await,
+        Command::Destination(c) => remote::destination(c).await,
+    }
+}
+
+/// Opens the state store the config names (SQLite under data_dir by
+/// default).
+pub async fn open_store(config: &Config) -> anyhow::Result<Arc<dyn StateStore>> {
+    let path = match config.state.url.as_ref().map(|u| u.as_str()) {
+        None => PathBuf::from(config.data_dir.as_str()).join("state.db"),
+        Some(url) => match url.strip_prefix("sqlite://") {
+            Some(p) => PathBuf::from(p),
+            None => anyhow::bail!(
+                "state.url {url:?}: only sqlite:// state stores are available in this build"
+            ),
+        },
+    };
+    let store = SqliteStore::open(&path).with_context(|| format!("opening state store {}", path.display()))?;
+    Ok(Arc::new(store))
+}
+
+/// The sinks crate's factory, as the engine wants it.
+pub fn destination_factory(
+    stream: &str,
+    cfg: &abrq_core::config::DestinationConfig,
+) -> Result<Arc<dyn abrq_core::Destination>, String> {
+    abrq_sinks::build(stream, cfg).map_err(|e| e.to_string())
+}

@@ -1,0 +1,151 @@
+//! Operator verbs: each one is a call to a running server's API.
+
+use abrq_core::config::Config;
+use anyhow::Context;
+use serde_json::Value;
+
+use crate::cli::{BreakerCmd, DeadLetterCmd, DestinationCmd, Remote, Target};
+use crate::report;
+
+struct Client {
+    base: String,
+    token: Option<String>,
+    http: reqwest::Client,
+}
+
+impl Client {
+    fn new(remote: &Remote) -> anyhow::Result<Client> {
+        let config = match &remote.config {
+            Some(p) => Some(Config::load(p)?),
+            None => None,
+        };
+        let base = match (&remote.server, &config) {
+            (Some(s), _) => s.trim_end_matches('/').to_string(),
+            (None, Some(c)) => format!("http://{}", c.server.listen),
+            (None, None) => "http://127.0.0.1:8480".to_string(),
+        };
+        let token = remote.token.clone().or_else(|| {
+            config
+                .as_ref()
+                .and_then(|c| c.server.admin_token.as_ref())
+                .map(|t| t.expose().to_string())
+        });
+        Ok(Client {
+            base,
+            token,
+            http: reqwest::Client::new(),
+        })
+    }
+
+    async fn call(&self, method: reqwest::Method, path: &str) -> anyhow::Result<Value> {
+        let url = format!("{}{path}", self.base);
+        let actor = format!("cli:{}", std::env::var("USER").unwrap_or_else(|_| "unknown".into()));
+        let mut req = self.http.request(method, &url).header("x-abrq-actor", actor);
+        if let Some(t) = &self.token {
+            req = req.bearer_auth(t);
+        }
+        let resp = req
+            .send()
+            .await
+            .with_context(|| format!("cannot reach the abrq server at {}", self.base))?;
+        let status = resp.status();
+        let body: Value = resp.json().await.unwrap_or(Value::Null);
+        if !status.is_success() {
+            let msg = body["error"].as_str().unwrap_or("no detail");
+            anyhow::bail!("{status}: {msg}");
+        }
+        Ok(body)
+    }
+
+    async fn get(&self, path: &str) -> anyhow::Result<Value> {
+        self.call(reqwest::Method::GET, path).await
+    }
+
+    async fn post(&self, path: &str) -> anyhow::Result<Value> {
+        self.call(reqwest::Method::POST, path).await
+    }
+}
+
+fn dest_path(t: &Target) -> String {
+    format!("/v1/streams/{}/destinations/{}", t.stream, t.destination)
+}
+
+fn print_json(v: &Value) {
+    println!("{}", serde_json::to_string_pretty(v).unwrap_or_default());
+}
+
+pub async fn status(remote: &Remote, json: bool) -> anyhow::Result<()> {
+    let body = Client::new(remote)?.get("/v1/streams").await?;
+    if json {
+        print_json(&body);
+    } else {
+        println!("{}", report::status_table(&body));
+    }
+    Ok(())
+}
+
+pub async fn dead_letters(cmd: DeadLetterCmd) -> anyhow::Result<()> {
+    match cmd {
+        DeadLetterCmd::List { target, state, remote } => {
+            let path = format!("{}/dead-letters?state={state}", dest_path(&target));
+            let body = Client::new(&remote)?.get(&path).await?;
+            println!("{}", report::dead_letter_table(&body));
+        }
+        DeadLetterCmd::Show { id, target, remote } => {
+            let path = format!("{}/dead-letters/{id}", dest_path(&target));
+            print_json(&Client::new(&remote)?.get(&path).await?);
+        }
+        DeadLetterCmd::Replay { id, all, target, remote } => {
+            let path = one_or_all(&target, id, all, "replay")?;
+            let body = Client::new(&remote)?.post(&path).await?;
+            println!("replay requested for {} dead letter(s)", body["requested"]);
+        }
+        DeadLetterCmd::Discard { id, all, target, remote } => {
+            let path = one_or_all(&target, id, all, "discard")?;
+            let body = Client::new(&remote)?.post(&path).await?;
+            let n = body["discarded"].as_array().map_or(0, Vec::len);
+            println!("discarded {n} dead letter(s); recorded as data loss");
+        }
+    }
+    Ok(())
+}
+
+fn one_or_all(t: &Target, id: Option<i64>, all: bool, verb: &str) -> anyhow::Result<String> {
+    match (id, all) {
+        (Some(id), false) => Ok(format!("{}/dead-letters/{id}/{verb}", dest_path(t))),
+        (None, true) => Ok(format!("{}/dead-letters/{verb}-all", dest_path(t))),
+        _ => anyhow::bail!("give a dead letter id or --all"),
+    }
+}
+
+pub async fn breaker(cmd: BreakerCmd) -> anyhow::Result<()> {
+    match cmd {
+        BreakerCmd::Reset { target, remote } => {
+            Client::new(&remote)?
+                .post(&format!("{}/breaker/reset", dest_path(&target)))
+                .await?;
+            println!("breaker of {}/{} closed", target.stream, target.destination);
+        }
+    }
+    Ok(())
+}
+
+pub async fn destination(cmd: DestinationCmd) -> anyhow::Result<()> {
+    let (verb, args) = match cmd {
+        DestinationCmd::Enable(a) => ("enable", a),
+        DestinationCmd::Disable(a) => ("disable", a),
+        DestinationCmd::Pause(a) => ("pause", a),
+        DestinationCmd::Resume(a) => ("resume", a),
+    };
+    let body = Client::new(&args.remote)?
+        .post(&format!("{}/{verb}", dest_path(&args.target)))
+        .await?;
+    println!("{}/{}: {verb}d", args.target.stream, args.target.destination);
+    if let Some(s) = body["skipped"].as_object() {
+        println!(
+            "warning: batches {}..={} were removed by the spool GC while disabled and will not be delivered",
+            s["from_seq"], s["to_seq"]
+        );
+    }
+    Ok(())
+}

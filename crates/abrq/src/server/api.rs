@@ -1,0 +1,78 @@
+//! Status and destination switches.
+
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::Json;
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use super::error::{ApiError, ApiResult};
+use super::AppState;
+use abrq_engine::Switch;
+
+/// Who acted, for the audit log: the `X-Abrq-Actor` header or "api".
+pub fn actor(headers: &HeaderMap) -> String {
+    headers
+        .get("x-abrq-actor")
+        .and_then(|v| v.to_str().ok())
+        .filter(|s| !s.is_empty() && s.len() <= 128)
+        .unwrap_or("api")
+        .to_string()
+}
+
+pub async fn list_streams(State(st): State<AppState>) -> ApiResult<Json<Value>> {
+    Ok(Json(json!({ "streams": st.engine.status().await? })))
+}
+
+pub async fn get_stream(State(st): State<AppState>, Path(s): Path<String>) -> ApiResult<Json<Value>> {
+    let stream = st
+        .engine
+        .stream(&s)
+        .ok_or_else(|| ApiError::new(StatusCode::NOT_FOUND, format!("unknown stream {s:?}")))?;
+    Ok(Json(serde_json::to_value(st.engine.stream_status(&stream).await?).unwrap_or_default()))
+}
+
+pub async fn switch(
+    State(st): State<AppState>,
+    Path((s, d, action)): Path<(String, String, String)>,
+    headers: HeaderMap,
+) -> ApiResult<Json<Value>> {
+    let sw = match action.as_str() {
+        "enable" => Switch::Enable,
+        "disable" => Switch::Disable,
+        "pause" => Switch::Pause,
+        "resume" => Switch::Resume,
+        other => {
+            return Err(ApiError::new(
+                StatusCode::NOT_FOUND,
+                format!("unknown action {other:?}: enable, disable, pause or resume"),
+            ))
+        }
+    };
+    let skipped = st.engine.switch(&s, &d, sw, &actor(&headers)).await?;
+    Ok(Json(json!({ "ok": true, "action": action, "skipped": skipped })))
+}
+
+pub async fn reset_breaker(
+    State(st): State<AppState>,
+    Path((s, d)): Path<(String, String)>,
+    headers: HeaderMap,
+) -> ApiResult<Json<Value>> {
+    st.engine.reset_breaker(&s, &d, &actor(&headers)).await?;
+    Ok(Json(json!({ "ok": true })))
+}
+
+#[derive(Deserialize)]
+pub struct AuditQuery {
+    stream: Option<String>,
+    limit: Option<u32>,
+}
+
+pub async fn audit(State(st): State<AppState>, Query(q): Query<AuditQuery>) -> ApiResult<Json<Value>> {
+    let entries = st
+        .engine
+        .store
+        .audit_log(q.stream.as_deref(), q.limit.unwrap_or(100).min(10_000))
+        .await?;
+    Ok(Json(json!({ "entries": entries })))
+}

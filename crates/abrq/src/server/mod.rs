@@ -1,0 +1,147 @@
+//! The HTTP server: admin API under /v1, ingest, /metrics, health checks.
+
+mod api;
+mod auth;
+mod dead_letters;
+mod error;
+mod ingest;
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use abrq_core::config::Config;
+use abrq_engine::Engine;
+use axum::extract::{Request, State};
+use axum::http::{header, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+
+#[derive(Clone)]
+pub struct AppState {
+    pub engine: Arc<Engine>,
+    admin_token: Option<String>,
+    /// Per stream: the ingest token and the body limit.
+    ingest: Arc<HashMap<String, (Option<String>, u64)>>,
+}
+
+impl AppState {
+    pub fn new(engine: Arc<Engine>, config: &Config) -> AppState {
+        let admin_token = config
+            .server
+            .admin_token
+            .as_ref()
+            .filter(|t| !t.is_empty())
+            .map(|t| t.expose().to_string());
+        let ingest = config
+            .streams
+            .iter()
+            .map(|s| {
+                let s = s.get_ref();
+                let src = s.source.get_ref();
+                let token = src
+                    .ingest_token
+                    .as_ref()
+                    .filter(|t| !t.is_empty())
+                    .map(|t| t.expose().to_string());
+                let max = src
+                    .max_body
+                    .map(|m| m.0)
+                    .unwrap_or(abrq_engine::ingest::DEFAULT_MAX_BODY);
+                (s.name.0.clone(), (token, max))
+            })
+            .collect();
+        AppState {
+            engine,
+            admin_token,
+            ingest: Arc::new(ingest),
+        }
+    }
+}
+
+/// Refuses a listen address off loopback without an admin token: the API
+/// can discard data, so it is never left open to a network.
+pub fn check_exposure(config: &Config) -> anyhow::Result<SocketAddr> {
+    let addr: SocketAddr = config
+        .server
+        .listen
+        .as_str()
+        .parse()
+        .map_err(|e| anyhow::anyhow!("server.listen {:?}: {e}", config.server.listen.0))?;
+    let has_token = config
+        .server
+        .admin_token
+        .as_ref()
+        .is_some_and(|t| !t.is_empty());
+    if !addr.ip().is_loopback() && !has_token {
+        anyhow::bail!(
+            "server.listen {addr} is not a loopback address, so server.admin_token is required"
+        );
+    }
+    Ok(addr)
+}
+
+pub fn router(state: AppState) -> Router {
+    let admin = Router::new()
+        .route("/v1/streams", get(api::list_streams))
+        .route("/v1/streams/{s}", get(api::get_stream))
+        .route("/v1/streams/{s}/destinations/{d}/breaker/reset", post(api::reset_breaker))
+        .route("/v1/streams/{s}/destinations/{d}/{action}", post(api::switch))
+        .route("/v1/streams/{s}/destinations/{d}/dead-letters", get(dead_letters::list))
+        .route("/v1/streams/{s}/destinations/{d}/dead-letters/replay-all", post(dead_letters::replay_all))
+        .route("/v1/streams/{s}/destinations/{d}/dead-letters/discard-all", post(dead_letters::discard_all))
+        .route("/v1/streams/{s}/destinations/{d}/dead-letters/{id}", get(dead_letters::show))
+        .route("/v1/streams/{s}/destinations/{d}/dead-letters/{id}/replay", post(dead_letters::replay))
+        .route("/v1/streams/{s}/destinations/{d}/dead-letters/{id}/discard", post(dead_letters::discard))
+        .route("/v1/audit", get(api::audit))
+        .route_layer(middleware::from_fn_with_state(state.clone(), admin_auth));
+    Router::new()
+        .merge(admin)
+        .route("/v1/streams/{s}/records", post(ingest::ingest))
+        .route("/v1/openapi.json", get(openapi))
+        .route("/metrics", get(metrics))
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/readyz", get(readyz))
+        .with_state(state)
+}
+
+async fn admin_auth(State(st): State<AppState>, req: Request, next: Next) -> Response {
+    match auth::require(req.headers(), st.admin_token.as_deref()) {
+        Ok(()) => next.run(req).await,
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn openapi() -> impl IntoResponse {
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        include_str!("openapi.json"),
+    )
+}
+
+async fn metrics(State(st): State<AppState>) -> impl IntoResponse {
+    (
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        st.engine.metrics.render(),
+    )
+}
+
+async fn readyz(State(st): State<AppState>) -> Response {
+    match st.engine.store.streams().await {
+        Ok(_) => "ready".into_response(),
+        Err(e) => (StatusCode::SERVICE_UNAVAILABLE, format!("state store: {e}")).into_response(),
+    }
+}
+
+/// Serves until `shutdown` resolves.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    state: AppState,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, router(state))
+        .with_graceful_shutdown(shutdown)
+        .await
+}
