@@ -1,0 +1,27 @@
+//! The only part of an object destination that differs per engine.
+
+use abrq_core::DeliveryError;
+use async_trait::async_trait;
+use bytes::Bytes;
+
+/// Stores whole objects under `/`-separated keys relative to the
+/// destination's root (directory, bucket, container).
+///
+/// Each method classifies its own failures into a [`DeliveryError`], since
+/// only the engine knows which of its errors are transient.
+#[async_trait]
+pub trait ObjectTransport: Send + Sync {
+    /// The engine name as written in config (`local`, `s3`, ...).
+    fn kind(&self) -> &'static str;
+
+    /// Stores `data` under `key`, replacing any object already there. The
+    /// object is visible only once complete: a reader sees the old object,
+    /// the new one, or none, never a part.
+    async fn put(&self, key: &str, data: Bytes) -> Result<(), DeliveryError>;
+
+    /// Removes `key`; removing a missing key succeeds.
+    async fn delete(&self, key: &str) -> Result<(), DeliveryError>;
+
+    /// Reads `key` back whole (for `check` and tests, not the hot path).
+    async fn get(&self, key: &str) -> Result<Bytes, DeliveryError>;
+}
