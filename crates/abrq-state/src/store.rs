@@ -35,6 +35,9 @@ pub trait StateStore: Send + Sync + 'static {
 
     /// Registers a destination on first sight with `enabled` as its initial
     /// state; afterwards the stored operator state wins. Updates the kind.
+    /// A new destination's mark starts just before the oldest spooled batch
+    /// (`last_seq` when the spool is empty), so it receives everything still
+    /// spooled and its backlog is right from the start.
     async fn register_destination(
         &self,
         stream: &str,
@@ -69,7 +72,8 @@ pub trait StateStore: Send + Sync + 'static {
     async fn destinations(&self, stream: &str) -> StoreResult<Vec<DestinationRow>>;
 
     /// Moves the high-water mark to `seq` (never backwards) and clears the
-    /// last error.
+    /// last error. A `seq` past the stream's last staged seq is an error
+    /// (it would silently skip batches staged later).
     async fn advance(&self, stream: &str, destination: &str, seq: u64) -> StoreResult<()>;
 
     async fn set_last_error(
@@ -104,6 +108,9 @@ pub trait StateStore: Send + Sync + 'static {
 
     /// Dead-letters `batch` for one destination (keeping its own copy of the
     /// items) and moves that destination's mark past it, in one transaction.
+    /// A batch is dead-lettered at most once per destination: a repeated
+    /// call for the same seq returns the existing id and changes nothing.
+    /// As with `advance`, a seq past the last staged seq is an error.
     async fn dead_letter(
         &self,
         destination: &str,
@@ -123,7 +130,9 @@ pub trait StateStore: Send + Sync + 'static {
     async fn dead_letter_get(&self, id: i64) -> StoreResult<(DeadLetterRow, Batch)>;
 
     /// Marks one pending dead letter (or, with `id` None, all pending ones of
-    /// the destination) for replay; returns how many were marked.
+    /// the destination) for replay; returns how many were marked. `actor` is
+    /// kept on the dead letter; no audit entry is written (the caller audits
+    /// operator actions).
     async fn request_replay(
         &self,
         stream: &str,
@@ -140,7 +149,8 @@ pub trait StateStore: Send + Sync + 'static {
     ) -> StoreResult<Option<(DeadLetterRow, Batch)>>;
 
     /// Ends a replay: `Ok` marks it replayed; `Err` leaves it pending with
-    /// the new reason and error and clears the request.
+    /// the new reason and error and clears the request (`attempts` keeps the
+    /// original delivery's count). The mark is not touched either way.
     async fn finish_replay(
         &self,
         id: i64,
@@ -148,8 +158,9 @@ pub trait StateStore: Send + Sync + 'static {
     ) -> StoreResult<()>;
 
     /// Discards one pending dead letter (or all pending ones of the
-    /// destination): data loss, with an audit entry each. Returns the rows
-    /// as they were discarded.
+    /// destination): data loss, with an audit entry each (action `discard`,
+    /// detail `{id, seq, records, bytes, reason_class, idempotency_key}`) in
+    /// the same transaction. Returns the rows as they were discarded.
     async fn discard(
         &self,
         stream: &str,

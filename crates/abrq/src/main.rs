@@ -1,5 +1,6 @@
 //! `abrq`: durable fan-out delivery.
 
+mod bench;
 mod cli;
 mod commands;
 mod report;

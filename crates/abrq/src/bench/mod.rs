@@ -1,0 +1,67 @@
+//! `abrq bench`: throughput figures as ratios against the physical limit
+//! measured in the same run (a raw loop doing only the unavoidable work).
+
+mod file_local;
+mod memory;
+mod staging;
+
+use clap::Subcommand;
+use serde_json::{json, Map, Value};
+
+#[derive(Subcommand)]
+pub enum BenchCmd {
+    /// Spool staging (durable commits) against a raw SQLite insert loop.
+    Staging {
+        #[arg(long, default_value_t = 200_000)]
+        records: u64,
+        #[arg(long, default_value_t = 3)]
+        rounds: u32,
+    },
+    /// File source to a local jsonl.gz destination against a raw
+    /// gzip-and-write of the same records.
+    FileLocal {
+        #[arg(long, default_value_t = 300_000)]
+        records: u64,
+        #[arg(long, default_value_t = 3)]
+        rounds: u32,
+    },
+    /// Resident memory while a paused destination's backlog grows.
+    Memory {
+        #[arg(long, default_value_t = 1_000_000)]
+        records: u64,
+    },
+}
+
+pub async fn run(cmd: BenchCmd) -> anyhow::Result<()> {
+    match cmd {
+        BenchCmd::Staging { records, rounds } => staging::run(records, rounds).await,
+        BenchCmd::FileLocal { records, rounds } => file_local::run(records, rounds).await,
+        BenchCmd::Memory { records } => memory::run(records).await,
+    }
+}
+
+/// Record `i` as a JSON object of exactly `size` bytes when serialized.
+pub fn record(i: u64, size: usize) -> Map<String, Value> {
+    let head = json!({"id": i, "kind": "bench", "pad": ""}).to_string().len();
+    let pad = "x".repeat(size.saturating_sub(head));
+    match json!({"id": i, "kind": "bench", "pad": pad}) {
+        Value::Object(m) => m,
+        _ => unreachable!("object literal"),
+    }
+}
+
+/// Median of a few measurements.
+pub fn median(mut xs: Vec<f64>) -> f64 {
+    xs.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
+    xs[xs.len() / 2]
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn record_has_the_asked_size() {
+        for i in [0, 7, 123_456] {
+            assert_eq!(serde_json::to_vec(&super::record(i, 200)).unwrap().len(), 200);
+        }
+    }
+}
