@@ -12,6 +12,7 @@ use abrq_core::breaker::Permit;
 use abrq_core::{Batch, DeliveryError, Disposition, ReasonClass};
 use chrono::Utc;
 use rand::SeedableRng;
+use tokio::sync::watch;
 
 use crate::destination::DestShared;
 use crate::stream::StreamShared;
@@ -36,12 +37,48 @@ struct AttemptTimeout(Duration);
 
 pub async fn run(stream: Arc<StreamShared>, dest: Arc<DestShared>) {
     let l = dest.labels.clone();
-    if let Err(e) = drain(&stream, &dest).await {
+    let (delivered, rx) = watch::channel(dest.hwm());
+    let marks = tokio::spawn(write_marks(stream.clone(), dest.clone(), rx));
+    if let Err(e) = drain(&stream, &dest, &delivered).await {
         tracing::error!(stream = %l.stream, destination = %l.destination, error = %e, "drain loop stopped on a state store error");
+    }
+    // Closing the channel lets the mark writer commit the last mark and end.
+    drop(delivered);
+    if let Err(e) = marks.await {
+        tracing::error!(stream = %l.stream, destination = %l.destination, error = %e, "mark writer failed");
     }
 }
 
-async fn drain(stream: &StreamShared, dest: &DestShared) -> Result<(), abrq_state::StoreError> {
+/// Commits the high-water mark durably, off the delivery path: the next
+/// batch is delivered while the previous mark's commit is in flight, and
+/// marks that arrive during a commit are coalesced into the next one. A
+/// crash can only lose a mark, never move it early: the batches after the
+/// last committed mark are delivered again (same names, same keys).
+async fn write_marks(stream: Arc<StreamShared>, dest: Arc<DestShared>, mut rx: watch::Receiver<u64>) {
+    let (s, d) = (stream.name.as_str(), dest.labels.destination.as_str());
+    let mut durable = *rx.borrow_and_update();
+    loop {
+        let closed = rx.changed().await.is_err();
+        let want = *rx.borrow_and_update();
+        if want > durable {
+            match stream.store.advance(s, d, want).await {
+                Ok(()) => durable = want,
+                Err(e) => {
+                    tracing::error!(stream = s, destination = d, seq = want, error = %e, "cannot commit the high-water mark");
+                }
+            }
+        }
+        if closed {
+            return;
+        }
+    }
+}
+
+async fn drain(
+    stream: &StreamShared,
+    dest: &DestShared,
+    delivered: &watch::Sender<u64>,
+) -> Result<(), abrq_state::StoreError> {
     let store = &stream.store;
     let (s, d) = (stream.name.as_str(), dest.labels.destination.as_str());
     let mut staged = stream.staged.subscribe();
@@ -126,8 +163,8 @@ async fn drain(stream: &StreamShared, dest: &DestShared) -> Result<(), abrq_stat
                 let meta = &work.batch().meta;
                 match work {
                     Work::Spool(_) => {
-                        store.advance(s, d, meta.seq).await?;
                         dest.hwm.fetch_max(meta.seq, Ordering::AcqRel);
+                        delivered.send_replace(meta.seq);
                     }
                     Work::Replay { id, .. } => {
                         store.finish_replay(*id, Ok(())).await?;
