@@ -25,8 +25,12 @@ impl Default for BreakerConfig {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "state", rename_all = "snake_case")]
 pub enum BreakerState {
-    Closed { failures: u32 },
-    Open { until: DateTime<Utc> },
+    Closed {
+        failures: u32,
+    },
+    Open {
+        until: DateTime<Utc>,
+    },
     /// The cooldown has passed and one trial attempt is allowed through.
     HalfOpen,
 }

@@ -38,4 +38,3 @@ pub trait Destination: Send + Sync {
     /// Proves the destination is reachable and writable, without data.
     async fn check(&self) -> Result<CheckReport, DeliveryError>;
 }
-

@@ -71,7 +71,10 @@ pub struct DeliveryError {
 }
 
 impl DeliveryError {
-    pub fn new(disposition: Disposition, source: impl Into<Box<dyn StdError + Send + Sync>>) -> Self {
+    pub fn new(
+        disposition: Disposition,
+        source: impl Into<Box<dyn StdError + Send + Sync>>,
+    ) -> Self {
         DeliveryError {
             disposition,
             record_index: None,

@@ -11,8 +11,8 @@ pub mod record;
 pub mod retry;
 
 pub use batch::{idempotency_key, Batch, BatchMeta};
-pub use breaker::{Breaker, BreakerConfig, BreakerState};
 pub use breaker::Permit;
+pub use breaker::{Breaker, BreakerConfig, BreakerState};
 pub use destination::{CheckReport, DeliveryReport, Destination};
 pub use error::{DeliveryError, Disposition, ReasonClass};
 pub use record::{Item, Op, Record};

@@ -52,7 +52,9 @@ pub enum Item {
     /// The source table was emptied at this point of the stream.
     Truncate,
     /// The source's columns changed; `columns` maps name to declared type.
-    Schema { columns: Map<String, Value> },
+    Schema {
+        columns: Map<String, Value>,
+    },
 }
 
 impl Item {

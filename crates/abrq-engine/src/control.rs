@@ -50,13 +50,12 @@ impl Engine {
         let s = self
             .stream(stream)
             .ok_or_else(|| ControlError::UnknownStream(stream.to_string()))?;
-        let d = s
-            .destination(destination)
-            .cloned()
-            .ok_or_else(|| ControlError::UnknownDestination {
+        let d = s.destination(destination).cloned().ok_or_else(|| {
+            ControlError::UnknownDestination {
                 stream: stream.to_string(),
                 destination: destination.to_string(),
-            })?;
+            }
+        })?;
         Ok((s, d))
     }
 
@@ -120,7 +119,13 @@ impl Engine {
             enabled: row.enabled,
             paused: row.paused,
         });
-        tracing::info!(stream, destination, action = switch.as_str(), actor, "destination switched");
+        tracing::info!(
+            stream,
+            destination,
+            action = switch.as_str(),
+            actor,
+            "destination switched"
+        );
         Ok(skipped)
     }
 
@@ -140,8 +145,14 @@ impl Engine {
         s.store.save_breaker(stream, destination, &state).await?;
         s.events.breaker_changed(&d.labels, &state);
         s.events.circuit_closed(&d.labels, actor);
-        self.audit(&s, &d, actor, "breaker_reset", json!({"was": before.name()}))
-            .await?;
+        self.audit(
+            &s,
+            &d,
+            actor,
+            "breaker_reset",
+            json!({"was": before.name()}),
+        )
+        .await?;
         d.wake.notify_one();
         Ok(())
     }
@@ -155,7 +166,10 @@ impl Engine {
         actor: &str,
     ) -> Result<u64, ControlError> {
         let (s, d) = self.locate(stream, destination)?;
-        let n = s.store.request_replay(stream, destination, id, actor).await?;
+        let n = s
+            .store
+            .request_replay(stream, destination, id, actor)
+            .await?;
         self.audit(&s, &d, actor, "replay", json!({"id": id, "count": n}))
             .await?;
         d.wake.notify_one();

@@ -44,7 +44,10 @@ impl DestShared {
     }
 
     pub fn breaker_state(&self) -> abrq_core::BreakerState {
-        self.breaker.lock().map(|b| b.state).unwrap_or_else(|p| p.into_inner().state)
+        self.breaker
+            .lock()
+            .map(|b| b.state)
+            .unwrap_or_else(|p| p.into_inner().state)
     }
 
     /// Runs `f` on the breaker; a poisoned lock still holds valid state.

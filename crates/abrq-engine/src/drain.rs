@@ -54,7 +54,11 @@ pub async fn run(stream: Arc<StreamShared>, dest: Arc<DestShared>) {
 /// marks that arrive during a commit are coalesced into the next one. A
 /// crash can only lose a mark, never move it early: the batches after the
 /// last committed mark are delivered again (same names, same keys).
-async fn write_marks(stream: Arc<StreamShared>, dest: Arc<DestShared>, mut rx: watch::Receiver<u64>) {
+async fn write_marks(
+    stream: Arc<StreamShared>,
+    dest: Arc<DestShared>,
+    mut rx: watch::Receiver<u64>,
+) {
     let (s, d) = (stream.name.as_str(), dest.labels.destination.as_str());
     let mut durable = *rx.borrow_and_update();
     loop {
@@ -181,7 +185,9 @@ async fn drain(
                     closed
                 });
                 if !was_closed {
-                    stream.events.circuit_closed(&dest.labels, "successful attempt");
+                    stream
+                        .events
+                        .circuit_closed(&dest.labels, "successful attempt");
                     save_breaker(stream, dest).await?;
                 }
                 current = None;
@@ -205,7 +211,8 @@ async fn drain(
                             };
                             stream.events.circuit_opened(&dest.labels, until);
                         }
-                        (attempts >= dest.retry.max_attempts).then_some(ReasonClass::RetriesExhausted)
+                        (attempts >= dest.retry.max_attempts)
+                            .then_some(ReasonClass::RetriesExhausted)
                     }
                 };
                 if let Some(class) = class {
@@ -259,7 +266,10 @@ async fn dead_letter(
     Ok(())
 }
 
-async fn save_breaker(stream: &StreamShared, dest: &DestShared) -> Result<(), abrq_state::StoreError> {
+async fn save_breaker(
+    stream: &StreamShared,
+    dest: &DestShared,
+) -> Result<(), abrq_state::StoreError> {
     let state = dest.breaker_state();
     stream.events.breaker_changed(&dest.labels, &state);
     stream

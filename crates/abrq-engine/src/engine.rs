@@ -35,8 +35,9 @@ pub enum StartError {
 
 /// Builds the destination object for a config entry; the binary passes the
 /// sinks crate's factory, tests may pass their own.
-pub type DestinationFactory =
-    dyn Fn(&str, &abrq_core::config::DestinationConfig) -> Result<Arc<dyn Destination>, String> + Send + Sync;
+pub type DestinationFactory = dyn Fn(&str, &abrq_core::config::DestinationConfig) -> Result<Arc<dyn Destination>, String>
+    + Send
+    + Sync;
 
 pub struct Engine {
     streams: BTreeMap<String, Arc<StreamShared>>,
@@ -60,8 +61,15 @@ impl Engine {
         let mut streams = BTreeMap::new();
         for sc in &config.streams {
             let sc = sc.get_ref();
-            let shared =
-                register_stream(sc, config, store.clone(), events.clone(), cancel.clone(), build).await?;
+            let shared = register_stream(
+                sc,
+                config,
+                store.clone(),
+                events.clone(),
+                cancel.clone(),
+                build,
+            )
+            .await?;
             streams.insert(shared.name.clone(), shared);
         }
         let engine = Arc::new(Engine {
@@ -110,7 +118,10 @@ impl Engine {
 
     /// A source failure, if any happened.
     pub fn failure(&self) -> Option<String> {
-        self.failed.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        self.failed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     pub fn cancel_token(&self) -> CancellationToken {
@@ -122,7 +133,9 @@ impl Engine {
     pub fn drained(&self) -> bool {
         self.streams.values().all(|s| {
             *s.source_done.borrow()
-                && s.destinations.iter().all(|d| !d.switches().enabled || d.hwm() >= s.last_seq())
+                && s.destinations
+                    .iter()
+                    .all(|d| !d.switches().enabled || d.hwm() >= s.last_seq())
         })
     }
 
@@ -183,7 +196,9 @@ async fn register_stream(
             message,
         })?;
         let kind = dc.engine.as_str();
-        let mut drow = store.register_destination(name, dname, kind, dc.enabled).await?;
+        let mut drow = store
+            .register_destination(name, dname, kind, dc.enabled)
+            .await?;
         let labels = DestLabels {
             stream: name.to_string(),
             destination: dname.to_string(),

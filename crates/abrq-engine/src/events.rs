@@ -40,13 +40,22 @@ impl Events {
 
     pub fn staged(&self, stream: &str, batches: u64, records: u64) {
         tracing::debug!(stream, batches, records, "staged");
-        self.metrics.batches_staged.with_label_values(&[stream]).inc_by(batches);
-        self.metrics.records_staged.with_label_values(&[stream]).inc_by(records);
+        self.metrics
+            .batches_staged
+            .with_label_values(&[stream])
+            .inc_by(batches);
+        self.metrics
+            .records_staged
+            .with_label_values(&[stream])
+            .inc_by(records);
     }
 
     pub fn source_paused(&self, stream: &str, paused: bool) {
         if paused {
-            tracing::warn!(stream, "spool is full; source paused until destinations catch up");
+            tracing::warn!(
+                stream,
+                "spool is full; source paused until destinations catch up"
+            );
         } else {
             tracing::info!(stream, "spool has room again; source resumed");
         }
@@ -56,26 +65,45 @@ impl Events {
             .set(i64::from(paused));
     }
 
-    pub fn delivered(&self, l: &DestLabels, meta: &BatchMeta, report: &DeliveryReport, took: Duration) {
+    pub fn delivered(
+        &self,
+        l: &DestLabels,
+        meta: &BatchMeta,
+        report: &DeliveryReport,
+        took: Duration,
+    ) {
         tracing::debug!(stream = %l.stream, destination = %l.destination, seq = meta.seq, records = meta.records, bytes = report.bytes, "delivered");
         let m = &self.metrics;
         m.attempts.with_label_values(&l.d_plus("success")).inc();
-        m.attempt_duration.with_label_values(&l.d()).observe(took.as_secs_f64());
+        m.attempt_duration
+            .with_label_values(&l.d())
+            .observe(took.as_secs_f64());
         m.delivered_batches.with_label_values(&l.d()).inc();
-        m.delivered_records.with_label_values(&l.d()).inc_by(meta.records);
-        m.delivered_bytes.with_label_values(&l.d()).inc_by(report.bytes);
+        m.delivered_records
+            .with_label_values(&l.d())
+            .inc_by(meta.records);
+        m.delivered_bytes
+            .with_label_values(&l.d())
+            .inc_by(report.bytes);
         let latency = (Utc::now() - meta.staged_at).num_milliseconds().max(0) as f64 / 1000.0;
-        m.delivery_latency.with_label_values(&l.d()).observe(latency);
+        m.delivery_latency
+            .with_label_values(&l.d())
+            .observe(latency);
         let ignored = [
             ("truncate", report.ignored_truncates),
             ("schema", report.ignored_schemas),
         ];
         for (what, n) in ignored {
             if n > 0 {
-                m.ignored_instructions.with_label_values(&l.d_plus(what)).inc_by(n);
+                m.ignored_instructions
+                    .with_label_values(&l.d_plus(what))
+                    .inc_by(n);
             }
         }
-        for (what, n) in [("values", report.dropped_values), ("rows", report.dropped_rows)] {
+        for (what, n) in [
+            ("values", report.dropped_values),
+            ("rows", report.dropped_rows),
+        ] {
             if n > 0 {
                 tracing::warn!(stream = %l.stream, destination = %l.destination, seq = meta.seq, what, count = n, "schema drift policy dropped data");
                 m.dropped.with_label_values(&l.d_plus(what)).inc_by(n);
@@ -83,11 +111,20 @@ impl Events {
         }
     }
 
-    pub fn attempt_failed(&self, l: &DestLabels, seq: u64, attempt: u32, err: &DeliveryError, took: Duration) {
+    pub fn attempt_failed(
+        &self,
+        l: &DestLabels,
+        seq: u64,
+        attempt: u32,
+        err: &DeliveryError,
+        took: Duration,
+    ) {
         tracing::warn!(stream = %l.stream, destination = %l.destination, seq, attempt, transient = err.is_transient(), error = %err.describe(), "delivery attempt failed");
         let m = &self.metrics;
         m.attempts.with_label_values(&l.d_plus("failure")).inc();
-        m.attempt_duration.with_label_values(&l.d()).observe(took.as_secs_f64());
+        m.attempt_duration
+            .with_label_values(&l.d())
+            .observe(took.as_secs_f64());
     }
 
     pub fn breaker_changed(&self, l: &DestLabels, state: &abrq_core::BreakerState) {
@@ -99,7 +136,10 @@ impl Events {
 
     pub fn circuit_opened(&self, l: &DestLabels, until: Option<DateTime<Utc>>) {
         tracing::error!(stream = %l.stream, destination = %l.destination, until = ?until, "circuit breaker opened");
-        self.metrics.circuit_opened.with_label_values(&[&l.kind]).inc();
+        self.metrics
+            .circuit_opened
+            .with_label_values(&[&l.kind])
+            .inc();
     }
 
     pub fn circuit_closed(&self, l: &DestLabels, by: &str) {
@@ -112,18 +152,26 @@ impl Events {
             .dead_lettered
             .with_label_values(&l.d_plus(class.as_str()))
             .inc();
-        self.metrics.dead_letters_pending.with_label_values(&l.d()).inc();
+        self.metrics
+            .dead_letters_pending
+            .with_label_values(&l.d())
+            .inc();
     }
 
     pub fn replayed(&self, l: &DestLabels, id: i64, seq: u64) {
         tracing::info!(stream = %l.stream, destination = %l.destination, id, seq, "dead letter replayed");
-        self.metrics.dead_letters_pending.with_label_values(&l.d()).dec();
+        self.metrics
+            .dead_letters_pending
+            .with_label_values(&l.d())
+            .dec();
     }
 
     pub fn discarded(&self, l: &DestLabels, row: &DeadLetterRow, actor: &str) {
         tracing::warn!(stream = %l.stream, destination = %l.destination, id = row.id, seq = row.seq, records = row.records, actor, "dead letter discarded: data loss");
         let m = &self.metrics;
-        m.discarded_records.with_label_values(&l.d()).inc_by(row.records);
+        m.discarded_records
+            .with_label_values(&l.d())
+            .inc_by(row.records);
         m.dead_letters_pending.with_label_values(&l.d()).dec();
     }
 

@@ -45,18 +45,24 @@ impl Metrics {
         let registry = Registry::new();
         let counter = |name: &str, help: &str, labels: &[&str]| {
             let c = IntCounterVec::new(Opts::new(name, help), labels).expect("valid metric");
-            registry.register(Box::new(c.clone())).expect("unique metric");
+            registry
+                .register(Box::new(c.clone()))
+                .expect("unique metric");
             c
         };
         let gauge = |name: &str, help: &str, labels: &[&str]| {
             let g = IntGaugeVec::new(Opts::new(name, help), labels).expect("valid metric");
-            registry.register(Box::new(g.clone())).expect("unique metric");
+            registry
+                .register(Box::new(g.clone()))
+                .expect("unique metric");
             g
         };
         let histogram = |name: &str, help: &str, buckets: Vec<f64>| {
             let h = HistogramVec::new(HistogramOpts::new(name, help).buckets(buckets), D)
                 .expect("valid metric");
-            registry.register(Box::new(h.clone())).expect("unique metric");
+            registry
+                .register(Box::new(h.clone()))
+                .expect("unique metric");
             h
         };
         let secs = prometheus::exponential_buckets(0.001, 2.5, 14).expect("valid buckets");
@@ -66,8 +72,16 @@ impl Metrics {
                 "Circuit breaker trips",
                 &["destination_kind"],
             ),
-            records_staged: counter("abrq_stream_records_staged_total", "Records staged into the spool", S),
-            batches_staged: counter("abrq_stream_batches_staged_total", "Batches staged into the spool", S),
+            records_staged: counter(
+                "abrq_stream_records_staged_total",
+                "Records staged into the spool",
+                S,
+            ),
+            batches_staged: counter(
+                "abrq_stream_batches_staged_total",
+                "Batches staged into the spool",
+                S,
+            ),
             spool_batches: gauge("abrq_stream_spool_batches", "Batches held in the spool", S),
             spool_bytes: gauge("abrq_stream_spool_bytes", "Bytes held in the spool", S),
             source_paused: gauge(

@@ -27,12 +27,11 @@ pub enum SourceTaskError {
 }
 
 pub fn file_format(cfg: &SourceConfig, path: &std::path::Path) -> FileFormat {
-    cfg.format.unwrap_or_else(|| {
-        match path.extension().and_then(|e| e.to_str()) {
+    cfg.format
+        .unwrap_or_else(|| match path.extension().and_then(|e| e.to_str()) {
             Some(e) if e.eq_ignore_ascii_case("csv") => FileFormat::Csv,
             _ => FileFormat::Ndjson,
-        }
-    })
+        })
 }
 
 /// Runs the stream's pull source (file or generate) until it is exhausted
@@ -95,7 +94,8 @@ async fn pump<S: ReadChunk>(
             pending.cursor = chunk.cursor;
         }
         let waited_out = first_at.is_some_and(|t| t.elapsed() >= max_wait);
-        let flush = !pending.is_empty() && (pending.is_full(limits) || waited_out || (at_end && !follow));
+        let flush =
+            !pending.is_empty() && (pending.is_full(limits) || waited_out || (at_end && !follow));
         if flush {
             let batch = std::mem::take(&mut pending);
             first_at = None;

@@ -52,7 +52,9 @@ impl StreamShared {
     }
 
     pub fn destination(&self, name: &str) -> Option<&Arc<DestShared>> {
-        self.destinations.iter().find(|d| d.labels.destination == name)
+        self.destinations
+            .iter()
+            .find(|d| d.labels.destination == name)
     }
 
     fn spool_full(&self) -> bool {

@@ -85,7 +85,10 @@ mod tests {
         let c2 = b.read_chunk(lim).unwrap();
         assert_eq!(c2.records, 3);
         assert!(c2.at_end);
-        assert_eq!(c2.items[0].as_record().unwrap().fields["order_id"], json!(8));
+        assert_eq!(
+            c2.items[0].as_record().unwrap().fields["order_id"],
+            json!(8)
+        );
         assert_eq!(GenerateSource::record(5), GenerateSource::record(5));
     }
 }

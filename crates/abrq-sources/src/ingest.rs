@@ -33,7 +33,11 @@ pub fn record_from_object(mut fields: Map<String, Value>) -> Result<Record, Stri
 /// allowed).
 pub fn parse_body(body: &[u8]) -> Result<Vec<(Item, u64)>, IngestError> {
     let text = std::str::from_utf8(body).map_err(|e| {
-        let line = body[..e.valid_up_to()].iter().filter(|b| **b == b'\n').count() + 1;
+        let line = body[..e.valid_up_to()]
+            .iter()
+            .filter(|b| **b == b'\n')
+            .count()
+            + 1;
         IngestError::Line {
             line,
             message: "not valid UTF-8".into(),
@@ -123,7 +127,10 @@ mod tests {
         let e = parse_body(b"{\"a\":1}\n[1]\n").unwrap_err();
         assert!(matches!(e, IngestError::Line { line: 2, .. }), "{e}");
         let e = parse_body(b"{\"a\":1}\n\"x\"\n").unwrap_err();
-        assert_eq!(e.to_string(), "line 2: expected a JSON object, got a string");
+        assert_eq!(
+            e.to_string(),
+            "line 2: expected a JSON object, got a string"
+        );
     }
 
     #[test]

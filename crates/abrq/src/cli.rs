@@ -5,7 +5,11 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 
 #[derive(Parser)]
-#[command(name = "abrq", version, about = "Durable fan-out delivery: stage once, deliver everywhere, lose nothing")]
+#[command(
+    name = "abrq",
+    version,
+    about = "Durable fan-out delivery: stage once, deliver everywhere, lose nothing"
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,

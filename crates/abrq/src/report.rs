@@ -134,7 +134,9 @@ pub fn status_table(body: &Value) -> String {
 pub fn dead_letter_table(body: &Value) -> String {
     let mut t = Table::new();
     t.load_preset(UTF8_FULL_CONDENSED);
-    t.set_header(["id", "seq", "records", "reason", "state", "attempts", "error"]);
+    t.set_header([
+        "id", "seq", "records", "reason", "state", "attempts", "error",
+    ]);
     for d in body["dead_letters"].as_array().into_iter().flatten() {
         t.add_row([
             d["id"].to_string(),

@@ -64,7 +64,9 @@ impl Config {
                 ));
             }
             if stream.batch.max_records == 0 {
-                return Err(format!("line {at}: streams.batch.max_records must be at least 1"));
+                return Err(format!(
+                    "line {at}: streams.batch.max_records must be at least 1"
+                ));
             }
             validate_source(&stream.source, text)?;
             if stream.destinations.is_empty() {
@@ -245,6 +247,9 @@ initial_backoff = "10ms"
     fn missing_env_var_names_the_line() {
         let bad = GOOD.replace("hunter2", "${ABRQ_TEST_NOT_SET_ANYWHERE}");
         let e = Config::parse(&bad, "t.toml").unwrap_err().to_string();
-        assert!(e.contains("ABRQ_TEST_NOT_SET_ANYWHERE") && e.contains("line 15"), "{e}");
+        assert!(
+            e.contains("ABRQ_TEST_NOT_SET_ANYWHERE") && e.contains("line 15"),
+            "{e}"
+        );
     }
 }

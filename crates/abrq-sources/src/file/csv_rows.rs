@@ -27,7 +27,9 @@ impl FileSource {
                 .has_headers(false)
                 .from_reader(BufReader::new((&*file).take(end)));
             let mut rec = csv::ByteRecord::new();
-            let got = rdr.read_byte_record(&mut rec).map_err(|e| self.bad(1, e.to_string()))?;
+            let got = rdr
+                .read_byte_record(&mut rec)
+                .map_err(|e| self.bad(1, e.to_string()))?;
             if !got {
                 chunk.at_end = true;
                 return Ok(chunk);
@@ -46,7 +48,10 @@ impl FileSource {
         let mut rdr = csv::ReaderBuilder::new()
             .has_headers(false)
             .flexible(false)
-            .from_reader(BufReader::with_capacity(256 << 10, (&*file).take(end - start)));
+            .from_reader(BufReader::with_capacity(
+                256 << 10,
+                (&*file).take(end - start),
+            ));
         let header = self.header.clone().unwrap_or_default();
         let mut rec = csv::StringRecord::new();
         loop {
@@ -96,7 +101,10 @@ fn typed(v: &str) -> Value {
         if let Ok(i) = v.parse::<i64>() {
             return Value::Number(i.into());
         }
-        if v.contains('.') && v.bytes().all(|b| b.is_ascii_digit() || b == b'.' || b == b'-') {
+        if v.contains('.')
+            && v.bytes()
+                .all(|b| b.is_ascii_digit() || b == b'.' || b == b'-')
+        {
             if let Some(n) = v.parse::<f64>().ok().and_then(Number::from_f64) {
                 return Value::Number(n);
             }

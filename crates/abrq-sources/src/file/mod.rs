@@ -66,7 +66,8 @@ impl FileSource {
             header: None,
         };
         if let Some(raw) = cursor {
-            let saved = FileCursor::decode(raw).map_err(|e| src.bad(0, format!("bad cursor: {e}")))?;
+            let saved =
+                FileCursor::decode(raw).map_err(|e| src.bad(0, format!("bad cursor: {e}")))?;
             let mut f = src.open_file()?;
             let len = f.metadata().map_err(|e| src.io(e))?.len();
             let same = len >= saved.offset
@@ -129,7 +130,12 @@ impl FileSource {
         Ok(chunk)
     }
 
-    fn read_ndjson(&mut self, file: &mut File, end: u64, limits: Limits) -> Result<Chunk, SourceError> {
+    fn read_ndjson(
+        &mut self,
+        file: &mut File,
+        end: u64,
+        limits: Limits,
+    ) -> Result<Chunk, SourceError> {
         file.seek(SeekFrom::Start(self.cursor.offset))
             .map_err(|e| self.io(e))?;
         let mut reader = BufReader::with_capacity(256 << 10, file.take(end - self.cursor.offset));
@@ -140,7 +146,9 @@ impl FileSource {
                 return Ok(chunk);
             }
             line.clear();
-            let n = reader.read_until(b'\n', &mut line).map_err(|e| self.io(e))?;
+            let n = reader
+                .read_until(b'\n', &mut line)
+                .map_err(|e| self.io(e))?;
             if n == 0 {
                 chunk.at_end = true;
                 return Ok(chunk);

@@ -32,7 +32,10 @@ fn ndjson_chunks_and_resumes_from_cursor() {
         max_bytes: 1 << 20,
     };
     let c1 = s.read_chunk(lim).unwrap();
-    assert_eq!(values(&c1.items, "i"), vec![json!(0), json!(1), json!(2), json!(3)]);
+    assert_eq!(
+        values(&c1.items, "i"),
+        vec![json!(0), json!(1), json!(2), json!(3)]
+    );
     assert!(!c1.at_end);
     // a restart from the staged cursor continues after record 3
     let mut s2 = FileSource::open(&p, FileFormat::Ndjson, false, c1.cursor.as_deref()).unwrap();
@@ -76,7 +79,10 @@ fn bad_line_names_file_and_line() {
     std::fs::write(&p, "{\"i\":1}\n\n{oops}\n").unwrap();
     let mut s = FileSource::open(&p, FileFormat::Ndjson, false, None).unwrap();
     let e = s.read_chunk(BIG).unwrap_err().to_string();
-    assert!(e.ends_with(":3: invalid JSON: key must be a string at line 1 column 2"), "{e}");
+    assert!(
+        e.ends_with(":3: invalid JSON: key must be a string at line 1 column 2"),
+        "{e}"
+    );
 }
 
 #[test]

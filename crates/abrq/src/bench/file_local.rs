@@ -33,14 +33,21 @@ pub async fn run(records: u64, rounds: u32) -> anyhow::Result<()> {
         let work = tempfile::tempdir()?;
         let (r, g) = raw_loop(&input, &work.path().join("raw"))?;
         let o = abrq_run(&input, work.path()).await?;
-        println!("round {round}: raw {:.1} MB/s (gzip alone {:.1} MB/s), abrq {:.1} MB/s", mb / r, mb / g, mb / o);
+        println!(
+            "round {round}: raw {:.1} MB/s (gzip alone {:.1} MB/s), abrq {:.1} MB/s",
+            mb / r,
+            mb / g,
+            mb / o
+        );
         raw.push(mb / r);
         ours.push(mb / o);
         gz.push(mb / g);
     }
     let (r, o, g) = (super::median(raw), super::median(ours), super::median(gz));
     println!();
-    println!("| file to local jsonl.gz, {records} records of 200 bytes ({mb:.0} MB) | MB/s of input |");
+    println!(
+        "| file to local jsonl.gz, {records} records of 200 bytes ({mb:.0} MB) | MB/s of input |"
+    );
     println!("|---|---|");
     println!("| gzip alone, level {GZIP_LEVEL}, one core | {g:.1} |");
     println!("| raw read + gzip + write + fsync + rename + fsync dir | {r:.1} |");
@@ -60,7 +67,10 @@ fn raw_loop(input: &Path, out: &Path) -> anyhow::Result<(f64, f64)> {
     let mut part = 0u64;
     let flush = |batch: &mut Vec<u8>, part: u64| -> anyhow::Result<f64> {
         let t = Instant::now();
-        let mut enc = GzEncoder::new(Vec::with_capacity(batch.len() / 4), Compression::new(GZIP_LEVEL));
+        let mut enc = GzEncoder::new(
+            Vec::with_capacity(batch.len() / 4),
+            Compression::new(GZIP_LEVEL),
+        );
         enc.write_all(batch)?;
         let bytes = enc.finish()?;
         let g = t.elapsed().as_secs_f64();
@@ -78,7 +88,7 @@ fn raw_loop(input: &Path, out: &Path) -> anyhow::Result<(f64, f64)> {
         batch.extend_from_slice(line?.as_bytes());
         batch.push(b'\n');
         n += 1;
-        if n % 1000 == 0 {
+        if n.is_multiple_of(1000) {
             gzip_secs += flush(&mut batch, part)?;
             part += 1;
         }
@@ -113,8 +123,17 @@ format = "jsonl.gz"
     let config = Config::parse(&text, "bench")?;
     let store = Arc::new(SqliteStore::open(&work.join("data/state.db"))?);
     let start = Instant::now();
-    let engine = Engine::start(&config, store, Arc::new(Metrics::new()), &crate::commands::destination_factory).await?;
-    engine.wait_drained().await.map_err(|e| anyhow::anyhow!(e))?;
+    let engine = Engine::start(
+        &config,
+        store,
+        Arc::new(Metrics::new()),
+        &crate::commands::destination_factory,
+    )
+    .await?;
+    engine
+        .wait_drained()
+        .await
+        .map_err(|e| anyhow::anyhow!(e))?;
     let secs = start.elapsed().as_secs_f64();
     engine.shutdown().await;
     Ok(secs)

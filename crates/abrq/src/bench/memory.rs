@@ -49,16 +49,26 @@ database = "{out}-held"
     let store = Arc::new(SqliteStore::open(&work.path().join("data/state.db"))?);
     // Pause `held` before anything runs, as an operator would.
     store.register_stream("bench").await?;
-    store.register_destination("bench", "held", "local", true).await?;
+    store
+        .register_destination("bench", "held", "local", true)
+        .await?;
     store.set_paused("bench", "held", true).await?;
     let metrics = Arc::new(Metrics::new());
-    let engine = Engine::start(&config, store.clone(), metrics.clone(), &crate::commands::destination_factory).await?;
+    let engine = Engine::start(
+        &config,
+        store.clone(),
+        metrics.clone(),
+        &crate::commands::destination_factory,
+    )
+    .await?;
     let step = (records / 10).max(1);
     let mut next = step;
     let mut samples = Vec::new();
     loop {
         let staged = metrics.records_staged.with_label_values(&["bench"]).get();
-        let live = engine.stream("bench").and_then(|s| s.destination("live").map(|d| d.hwm()));
+        let live = engine
+            .stream("bench")
+            .and_then(|s| s.destination("live").map(|d| d.hwm()));
         let last = engine.stream("bench").map(|s| s.last_seq()).unwrap_or(0);
         if staged >= next {
             samples.push((staged, rss_kib()));

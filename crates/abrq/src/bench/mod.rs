@@ -41,17 +41,47 @@ pub async fn run(cmd: BenchCmd) -> anyhow::Result<()> {
 }
 
 const WORDS: [&str; 32] = [
-    "order", "paid", "shipped", "customer", "warehouse", "berlin", "lisbon", "invoice",
-    "refund", "pending", "express", "standard", "parcel", "retry", "timeout", "accepted",
-    "card", "bank", "wallet", "eur", "usd", "gbp", "basket", "coupon", "priority", "north",
-    "south", "east", "west", "returned", "cancelled", "delivered",
+    "order",
+    "paid",
+    "shipped",
+    "customer",
+    "warehouse",
+    "berlin",
+    "lisbon",
+    "invoice",
+    "refund",
+    "pending",
+    "express",
+    "standard",
+    "parcel",
+    "retry",
+    "timeout",
+    "accepted",
+    "card",
+    "bank",
+    "wallet",
+    "eur",
+    "usd",
+    "gbp",
+    "basket",
+    "coupon",
+    "priority",
+    "north",
+    "south",
+    "east",
+    "west",
+    "returned",
+    "cancelled",
+    "delivered",
 ];
 
 /// Record `i` as a JSON object of exactly `size` bytes when serialized,
 /// with text varied like real events (it compresses about 4:1, not 100:1).
 pub fn record(i: u64, size: usize) -> Map<String, Value> {
     let mut h = i.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    let head = json!({"id": i, "kind": "bench", "text": ""}).to_string().len();
+    let head = json!({"id": i, "kind": "bench", "text": ""})
+        .to_string()
+        .len();
     let want = size.saturating_sub(head);
     let mut text = String::with_capacity(want + 16);
     while text.len() < want {
@@ -60,7 +90,7 @@ pub fn record(i: u64, size: usize) -> Map<String, Value> {
         h ^= h << 17;
         text.push_str(WORDS[(h % 32) as usize]);
         text.push(' ');
-        if h % 5 == 0 {
+        if h.is_multiple_of(5) {
             text.push_str(&(h % 10_000).to_string());
             text.push(' ');
         }
@@ -83,7 +113,10 @@ mod tests {
     #[test]
     fn record_has_the_asked_size() {
         for i in [0, 7, 123_456] {
-            assert_eq!(serde_json::to_vec(&super::record(i, 200)).unwrap().len(), 200);
+            assert_eq!(
+                serde_json::to_vec(&super::record(i, 200)).unwrap().len(),
+                200
+            );
         }
     }
 }

@@ -38,12 +38,15 @@ fn raw_loop(path: &std::path::Path, lines: &[String]) -> anyhow::Result<f64> {
     let mut conn = rusqlite::Connection::open(path)?;
     conn.pragma_update(None, "journal_mode", "WAL")?;
     conn.pragma_update(None, "synchronous", "FULL")?;
-    conn.execute_batch("CREATE TABLE rows (seq INTEGER, idx INTEGER, body TEXT, PRIMARY KEY (seq, idx))")?;
+    conn.execute_batch(
+        "CREATE TABLE rows (seq INTEGER, idx INTEGER, body TEXT, PRIMARY KEY (seq, idx))",
+    )?;
     let start = Instant::now();
     for (seq, chunk) in lines.chunks(BATCH as usize).enumerate() {
         let tx = conn.transaction()?;
         {
-            let mut stmt = tx.prepare_cached("INSERT INTO rows (seq, idx, body) VALUES (?1, ?2, ?3)")?;
+            let mut stmt =
+                tx.prepare_cached("INSERT INTO rows (seq, idx, body) VALUES (?1, ?2, ?3)")?;
             for (idx, line) in chunk.iter().enumerate() {
                 stmt.execute(params![seq as i64, idx as i64, line])?;
             }
@@ -74,7 +77,12 @@ async fn abrq_stage(path: &std::path::Path, lines: &[String]) -> anyhow::Result<
     let start = Instant::now();
     for (i, b) in batches.into_iter().enumerate() {
         store
-            .stage("bench", vec![b], Some(format!("{}", (i as u64 + 1) * BATCH)), None)
+            .stage(
+                "bench",
+                vec![b],
+                Some(format!("{}", (i as u64 + 1) * BATCH)),
+                None,
+            )
             .await?;
     }
     Ok(lines.len() as f64 / start.elapsed().as_secs_f64())

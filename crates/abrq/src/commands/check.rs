@@ -8,7 +8,11 @@ use abrq_core::config::Config;
 pub async fn check(config_path: &Path) -> anyhow::Result<()> {
     let config = Config::load(config_path)?;
     crate::server::check_exposure(&config)?;
-    println!("config {}: ok ({} streams)", config_path.display(), config.streams.len());
+    println!(
+        "config {}: ok ({} streams)",
+        config_path.display(),
+        config.streams.len()
+    );
     super::open_store(&config).await?;
     println!("state store: ok");
     let mut failures = 0;

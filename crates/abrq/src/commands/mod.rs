@@ -41,7 +41,8 @@ pub async fn open_store(config: &Config) -> anyhow::Result<Arc<dyn StateStore>> 
             ),
         },
     };
-    let store = SqliteStore::open(&path).with_context(|| format!("opening state store {}", path.display()))?;
+    let store = SqliteStore::open(&path)
+        .with_context(|| format!("opening state store {}", path.display()))?;
     Ok(Arc::new(store))
 }
 

@@ -39,8 +39,14 @@ impl Client {
 
     async fn call(&self, method: reqwest::Method, path: &str) -> anyhow::Result<Value> {
         let url = format!("{}{path}", self.base);
-        let actor = format!("cli:{}", std::env::var("USER").unwrap_or_else(|_| "unknown".into()));
-        let mut req = self.http.request(method, &url).header("x-abrq-actor", actor);
+        let actor = format!(
+            "cli:{}",
+            std::env::var("USER").unwrap_or_else(|_| "unknown".into())
+        );
+        let mut req = self
+            .http
+            .request(method, &url)
+            .header("x-abrq-actor", actor);
         if let Some(t) = &self.token {
             req = req.bearer_auth(t);
         }
@@ -86,7 +92,11 @@ pub async fn status(remote: &Remote, json: bool) -> anyhow::Result<()> {
 
 pub async fn dead_letters(cmd: DeadLetterCmd) -> anyhow::Result<()> {
     match cmd {
-        DeadLetterCmd::List { target, state, remote } => {
+        DeadLetterCmd::List {
+            target,
+            state,
+            remote,
+        } => {
             let path = format!("{}/dead-letters?state={state}", dest_path(&target));
             let body = Client::new(&remote)?.get(&path).await?;
             println!("{}", report::dead_letter_table(&body));
@@ -95,12 +105,22 @@ pub async fn dead_letters(cmd: DeadLetterCmd) -> anyhow::Result<()> {
             let path = format!("{}/dead-letters/{id}", dest_path(&target));
             print_json(&Client::new(&remote)?.get(&path).await?);
         }
-        DeadLetterCmd::Replay { id, all, target, remote } => {
+        DeadLetterCmd::Replay {
+            id,
+            all,
+            target,
+            remote,
+        } => {
             let path = one_or_all(&target, id, all, "replay")?;
             let body = Client::new(&remote)?.post(&path).await?;
             println!("replay requested for {} dead letter(s)", body["requested"]);
         }
-        DeadLetterCmd::Discard { id, all, target, remote } => {
+        DeadLetterCmd::Discard {
+            id,
+            all,
+            target,
+            remote,
+        } => {
             let path = one_or_all(&target, id, all, "discard")?;
             let body = Client::new(&remote)?.post(&path).await?;
             let n = body["discarded"].as_array().map_or(0, Vec::len);
@@ -140,7 +160,10 @@ pub async fn destination(cmd: DestinationCmd) -> anyhow::Result<()> {
     let body = Client::new(&args.remote)?
         .post(&format!("{}/{verb}", dest_path(&args.target)))
         .await?;
-    println!("{}/{}: {verb}d", args.target.stream, args.target.destination);
+    println!(
+        "{}/{}: {verb}d",
+        args.target.stream, args.target.destination
+    );
     if let Some(s) = body["skipped"].as_object() {
         println!(
             "warning: batches {}..={} were removed by the spool GC while disabled and will not be delivered",

@@ -24,12 +24,17 @@ pub async fn list_streams(State(st): State<AppState>) -> ApiResult<Json<Value>> 
     Ok(Json(json!({ "streams": st.engine.status().await? })))
 }
 
-pub async fn get_stream(State(st): State<AppState>, Path(s): Path<String>) -> ApiResult<Json<Value>> {
+pub async fn get_stream(
+    State(st): State<AppState>,
+    Path(s): Path<String>,
+) -> ApiResult<Json<Value>> {
     let stream = st
         .engine
         .stream(&s)
         .ok_or_else(|| ApiError::new(StatusCode::NOT_FOUND, format!("unknown stream {s:?}")))?;
-    Ok(Json(serde_json::to_value(st.engine.stream_status(&stream).await?).unwrap_or_default()))
+    Ok(Json(
+        serde_json::to_value(st.engine.stream_status(&stream).await?).unwrap_or_default(),
+    ))
 }
 
 pub async fn switch(
@@ -50,7 +55,9 @@ pub async fn switch(
         }
     };
     let skipped = st.engine.switch(&s, &d, sw, &actor(&headers)).await?;
-    Ok(Json(json!({ "ok": true, "action": action, "skipped": skipped })))
+    Ok(Json(
+        json!({ "ok": true, "action": action, "skipped": skipped }),
+    ))
 }
 
 pub async fn reset_breaker(
@@ -68,7 +75,10 @@ pub struct AuditQuery {
     limit: Option<u32>,
 }
 
-pub async fn audit(State(st): State<AppState>, Query(q): Query<AuditQuery>) -> ApiResult<Json<Value>> {
+pub async fn audit(
+    State(st): State<AppState>,
+    Query(q): Query<AuditQuery>,
+) -> ApiResult<Json<Value>> {
     let entries = st
         .engine
         .store

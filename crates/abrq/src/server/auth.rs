@@ -15,7 +15,11 @@ pub fn bearer(headers: &HeaderMap) -> Option<&str> {
 }
 
 fn same(a: &str, b: &str) -> bool {
-    a.len() == b.len() && a.bytes().zip(b.bytes()).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    a.len() == b.len()
+        && a.bytes()
+            .zip(b.bytes())
+            .fold(0u8, |acc, (x, y)| acc | (x ^ y))
+            == 0
 }
 
 /// Passes when no token is required or the request carries it.
@@ -25,8 +29,14 @@ pub fn require(headers: &HeaderMap, token: Option<&str>) -> Result<(), ApiError>
     };
     match bearer(headers) {
         Some(got) if same(got, expected) => Ok(()),
-        Some(_) => Err(ApiError::new(StatusCode::UNAUTHORIZED, "invalid bearer token")),
-        None => Err(ApiError::new(StatusCode::UNAUTHORIZED, "missing bearer token")),
+        Some(_) => Err(ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "invalid bearer token",
+        )),
+        None => Err(ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "missing bearer token",
+        )),
     }
 }
 

@@ -72,7 +72,10 @@ pub async fn discard(
     Path((s, d, id)): Path<(String, String, i64)>,
     headers: HeaderMap,
 ) -> ApiResult<Json<Value>> {
-    let rows = st.engine.discard(&s, &d, Some(id), &actor(&headers)).await?;
+    let rows = st
+        .engine
+        .discard(&s, &d, Some(id), &actor(&headers))
+        .await?;
     Ok(Json(json!({ "ok": true, "discarded": rows })))
 }
 

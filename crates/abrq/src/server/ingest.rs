@@ -23,11 +23,17 @@ pub async fn ingest(State(st): State<AppState>, Path(s): Path<String>, req: Requ
 
 async fn handle(st: &AppState, s: &str, req: Request) -> Result<Response, ApiError> {
     let Some((token, max_body)) = st.ingest.get(s) else {
-        return Err(ApiError::new(StatusCode::NOT_FOUND, format!("unknown stream {s:?}")));
+        return Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            format!("unknown stream {s:?}"),
+        ));
     };
     let (parts, body) = req.into_parts();
     // The stream's ingest token, else the admin token, guards ingest.
-    auth::require(&parts.headers, token.as_deref().or(st.admin_token.as_deref()))?;
+    auth::require(
+        &parts.headers,
+        token.as_deref().or(st.admin_token.as_deref()),
+    )?;
     let too_large = || {
         ApiError::new(
             StatusCode::PAYLOAD_TOO_LARGE,
@@ -61,9 +67,8 @@ fn failure(e: IngestFailure) -> ApiError {
         IngestFailure::UnknownStream(_) => StatusCode::NOT_FOUND,
         IngestFailure::NotHttp(_) => StatusCode::CONFLICT,
         IngestFailure::Malformed(_) | IngestFailure::Empty => StatusCode::BAD_REQUEST,
-        IngestFailure::Stage(StageError::SpoolFull { .. }) | IngestFailure::Stage(StageError::ShuttingDown) => {
-            StatusCode::SERVICE_UNAVAILABLE
-        }
+        IngestFailure::Stage(StageError::SpoolFull { .. })
+        | IngestFailure::Stage(StageError::ShuttingDown) => StatusCode::SERVICE_UNAVAILABLE,
         IngestFailure::Stage(StageError::Store(_)) => StatusCode::INTERNAL_SERVER_ERROR,
     };
     let mut err = ApiError::new(status, e.to_string());

@@ -87,14 +87,38 @@ pub fn router(state: AppState) -> Router {
     let admin = Router::new()
         .route("/v1/streams", get(api::list_streams))
         .route("/v1/streams/{s}", get(api::get_stream))
-        .route("/v1/streams/{s}/destinations/{d}/breaker/reset", post(api::reset_breaker))
-        .route("/v1/streams/{s}/destinations/{d}/{action}", post(api::switch))
-        .route("/v1/streams/{s}/destinations/{d}/dead-letters", get(dead_letters::list))
-        .route("/v1/streams/{s}/destinations/{d}/dead-letters/replay-all", post(dead_letters::replay_all))
-        .route("/v1/streams/{s}/destinations/{d}/dead-letters/discard-all", post(dead_letters::discard_all))
-        .route("/v1/streams/{s}/destinations/{d}/dead-letters/{id}", get(dead_letters::show))
-        .route("/v1/streams/{s}/destinations/{d}/dead-letters/{id}/replay", post(dead_letters::replay))
-        .route("/v1/streams/{s}/destinations/{d}/dead-letters/{id}/discard", post(dead_letters::discard))
+        .route(
+            "/v1/streams/{s}/destinations/{d}/breaker/reset",
+            post(api::reset_breaker),
+        )
+        .route(
+            "/v1/streams/{s}/destinations/{d}/{action}",
+            post(api::switch),
+        )
+        .route(
+            "/v1/streams/{s}/destinations/{d}/dead-letters",
+            get(dead_letters::list),
+        )
+        .route(
+            "/v1/streams/{s}/destinations/{d}/dead-letters/replay-all",
+            post(dead_letters::replay_all),
+        )
+        .route(
+            "/v1/streams/{s}/destinations/{d}/dead-letters/discard-all",
+            post(dead_letters::discard_all),
+        )
+        .route(
+            "/v1/streams/{s}/destinations/{d}/dead-letters/{id}",
+            get(dead_letters::show),
+        )
+        .route(
+            "/v1/streams/{s}/destinations/{d}/dead-letters/{id}/replay",
+            post(dead_letters::replay),
+        )
+        .route(
+            "/v1/streams/{s}/destinations/{d}/dead-letters/{id}/discard",
+            post(dead_letters::discard),
+        )
         .route("/v1/audit", get(api::audit))
         .route_layer(middleware::from_fn_with_state(state.clone(), admin_auth));
     Router::new()
