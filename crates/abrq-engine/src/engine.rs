@@ -100,6 +100,8 @@ impl Engine {
                 tasks.spawn(async move {
                     if let Err(e) = source_task::run(s2.clone(), src_cfg).await {
                         tracing::error!(stream = %s2.name, error = %e, "source stopped");
+                        *s2.source_error.lock().unwrap_or_else(|p| p.into_inner()) =
+                            Some(e.to_string());
                         *failed.lock().unwrap_or_else(|p| p.into_inner()) =
                             Some(format!("stream {}: {e}", s2.name));
                     }
@@ -261,6 +263,7 @@ async fn register_stream(
         spool_freed: Notify::new(),
         source_paused: AtomicBool::new(false),
         source_done,
+        source_error: Mutex::new(None),
         destinations,
         cancel,
     }))

@@ -24,6 +24,8 @@ pub struct SourceStatus {
     pub paused: bool,
     /// A finite source has staged everything it had.
     pub done: bool,
+    /// Why the source stopped, if it failed; fix the input and restart.
+    pub error: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -99,6 +101,11 @@ impl Engine {
                 engine: format!("{:?}", s.source_engine).to_lowercase(),
                 paused: s.source_paused.load(std::sync::atomic::Ordering::Relaxed),
                 done: *s.source_done.borrow(),
+                error: s
+                    .source_error
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .clone(),
             },
             spool,
             destinations,

@@ -42,6 +42,8 @@ pub struct StreamShared {
     pub source_paused: AtomicBool,
     /// True once a finite source has staged everything it had.
     pub source_done: watch::Sender<bool>,
+    /// Why the source stopped, when it failed (shown in status).
+    pub source_error: std::sync::Mutex<Option<String>>,
     pub destinations: Vec<Arc<DestShared>>,
     pub cancel: CancellationToken,
 }
