@@ -1,0 +1,29 @@
+//! Test services for abrq's integration tests: where they are and how to
+//! name things in them.
+//!
+//! `scripts/services.sh up` starts the services and `scripts/services.sh env`
+//! prints the `ABRQ_TEST_*` variables read here. Every endpoint and
+//! credential is read in this crate only, each with a loopback default that
+//! matches the script, so a test never spells one out itself.
+//!
+//! Tests get fresh buckets, containers, directories, topics and databases
+//! from [`names`], so they can run in parallel and again and again against
+//! the same long-running services.
+
+mod azure;
+mod env;
+mod ftp;
+mod gcs;
+mod http;
+mod kafka;
+pub mod names;
+mod s3;
+mod sql;
+
+pub use azure::Azure;
+pub use env::{cache_dir, Secret};
+pub use ftp::{Ftp, Ftps};
+pub use gcs::Gcs;
+pub use kafka::Kafka;
+pub use s3::S3;
+pub use sql::{Mysql, Postgres};
