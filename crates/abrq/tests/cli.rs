@@ -288,8 +288,6 @@ async fn token_guards_the_api_and_operator_verbs_work_against_a_server() {
 /// series that appears only after its first event breaks `rate()` and
 /// absence alerts), and the user's document names this one explicitly.
 #[tokio::test(flavor = "multi_thread")]
-#[ignore = "product bug: counters appear in /metrics only after their first event \
-            (abrq-engine/src/engine.rs register_stream does not pre-create the series)"]
 async fn metrics_export_the_circuit_counter_before_any_trip() {
     let mut abrq = Abrq::new();
     abrq.write_config(&config(&abrq, &abrq.listen(), None));
