@@ -223,6 +223,7 @@ async fn register_stream(
             .dead_letters_pending
             .with_label_values(&labels.d())
             .set(pending as i64);
+        events.register(&labels);
         events.breaker_changed(&labels, &drow.breaker);
         events.marks(&labels, drow.high_water_mark, row.last_seq);
         let (switches, _) = watch::channel(Switches {

@@ -38,6 +38,36 @@ impl Events {
         Events { metrics }
     }
 
+    /// Creates every series of a destination at zero, so dashboards and
+    /// "absent" alerts see them before the first event.
+    pub fn register(&self, l: &DestLabels) {
+        let m = &self.metrics;
+        m.circuit_opened.with_label_values(&[&l.kind]);
+        m.records_staged.with_label_values(&[&l.stream]);
+        m.batches_staged.with_label_values(&[&l.stream]);
+        for c in [
+            &m.delivered_batches,
+            &m.delivered_records,
+            &m.delivered_bytes,
+        ] {
+            c.with_label_values(&l.d());
+        }
+        m.discarded_records.with_label_values(&l.d());
+        m.skipped_batches.with_label_values(&l.d());
+        for outcome in ["success", "failure"] {
+            m.attempts.with_label_values(&l.d_plus(outcome));
+        }
+        for class in abrq_core::ReasonClass::ALL {
+            m.dead_lettered.with_label_values(&l.d_plus(class.as_str()));
+        }
+        for what in ["truncate", "schema"] {
+            m.ignored_instructions.with_label_values(&l.d_plus(what));
+        }
+        for what in ["values", "rows"] {
+            m.dropped.with_label_values(&l.d_plus(what));
+        }
+    }
+
     pub fn staged(&self, stream: &str, batches: u64, records: u64) {
         tracing::debug!(stream, batches, records, "staged");
         self.metrics
