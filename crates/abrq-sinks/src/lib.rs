@@ -4,8 +4,10 @@
 //! ready [`Destination`] without doing any I/O: connecting happens on the
 //! first delivery or `check()`.
 
+pub mod kafka;
 pub mod local;
 pub mod object;
+pub mod relational;
 
 use std::sync::Arc;
 
@@ -37,10 +39,9 @@ pub fn build(stream: &str, cfg: &DestinationConfig) -> Result<Arc<dyn Destinatio
         | DestinationEngine::AzureBlob
         | DestinationEngine::Gcs
         | DestinationEngine::Ftp
-        | DestinationEngine::Ftps
-        | DestinationEngine::Kafka
-        | DestinationEngine::Postgres
-        | DestinationEngine::Mysql => Err(BuildError::NotAvailable(cfg.engine.as_str())),
+        | DestinationEngine::Ftps => Err(BuildError::NotAvailable(cfg.engine.as_str())),
+        DestinationEngine::Kafka => kafka::build(stream, cfg),
+        DestinationEngine::Postgres | DestinationEngine::Mysql => relational::build(stream, cfg),
     }
 }
 
@@ -74,10 +75,13 @@ mod tests {
             e,
             "destination engine s3 is not available in this build yet"
         );
-        let e = build("orders", &dest("postgres", "table = \"t\""))
-            .err()
-            .unwrap()
-            .to_string();
-        assert!(e.contains("postgres"), "{e}");
+    }
+
+    #[test]
+    fn builds_relational_without_connecting() {
+        let d = build("orders", &dest("postgres", "table = \"t\"")).unwrap();
+        assert_eq!(d.kind(), "postgres");
+        let d = build("orders", &dest("mysql", "table = \"t\"\ndatabase = \"d\"")).unwrap();
+        assert_eq!(d.kind(), "mysql");
     }
 }

@@ -2,7 +2,9 @@
 //! measured in the same run (a raw loop doing only the unavoidable work).
 
 mod file_local;
+mod kafka;
 mod memory;
+mod relational;
 mod staging;
 
 use clap::Subcommand;
@@ -25,6 +27,13 @@ pub enum BenchCmd {
         #[arg(long, default_value_t = 3)]
         rounds: u32,
     },
+    /// Rows/s through the postgres and mysql destinations against raw
+    /// unnest-INSERT and COPY loops (PostgreSQL) and a raw multi-row
+    /// INSERT loop (MySQL) on the same server.
+    Relational(relational::RelationalArgs),
+    /// Records/s through the kafka destination (200 B and 1 KiB records)
+    /// against a raw rdkafka producer with the same settings, same broker.
+    Kafka(kafka::KafkaArgs),
     /// Resident memory while a paused destination's backlog grows.
     Memory {
         #[arg(long, default_value_t = 1_000_000)]
@@ -36,7 +45,9 @@ pub async fn run(cmd: BenchCmd) -> anyhow::Result<()> {
     match cmd {
         BenchCmd::Staging { records, rounds } => staging::run(records, rounds).await,
         BenchCmd::FileLocal { records, rounds } => file_local::run(records, rounds).await,
+        BenchCmd::Kafka(args) => kafka::run(args).await,
         BenchCmd::Memory { records } => memory::run(records).await,
+        BenchCmd::Relational(args) => relational::run(args).await,
     }
 }
 

@@ -1,0 +1,274 @@
+//! [`KafkaDestination`]: one message per record, sends pipelined, the batch
+//! delivered only when every record's delivery report succeeded.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use abrq_core::{Batch, CheckReport, DeliveryError, DeliveryReport, Destination, Item, Op};
+use async_trait::async_trait;
+use rdkafka::error::{KafkaError, RDKafkaErrorCode as Code};
+use rdkafka::producer::future_producer::OwnedDeliveryResult;
+use rdkafka::producer::{DeliveryFuture, FutureProducer, FutureRecord, Producer};
+
+use super::config::KafkaSettings;
+use super::errors::{classify, kafka_error, KafkaOpError};
+use super::message;
+
+/// How long a metadata request (partition count, `check()`) may take.
+const METADATA_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A record, encoded before anything is sent: a batch that cannot be
+/// encoded is refused whole, with nothing of it in the topic.
+struct Encoded {
+    index: usize,
+    op: Op,
+    key: Option<String>,
+    value: Vec<u8>,
+}
+
+pub struct KafkaDestination {
+    settings: KafkaSettings,
+    /// Made on first use: creating it starts librdkafka's threads, which
+    /// connect, and `build()` must do no I/O.
+    producer: Mutex<Option<FutureProducer>>,
+    /// The topic's partition count for round-robin placement; forgotten
+    /// after a failed attempt, so added partitions are picked up.
+    partitions: Mutex<Option<i32>>,
+    next_partition: AtomicUsize,
+}
+
+impl KafkaDestination {
+    pub fn new(settings: KafkaSettings) -> Self {
+        KafkaDestination {
+            settings,
+            producer: Mutex::new(None),
+            partitions: Mutex::new(None),
+            next_partition: AtomicUsize::new(0),
+        }
+    }
+
+    pub fn settings(&self) -> &KafkaSettings {
+        &self.settings
+    }
+
+    fn producer(&self) -> Result<FutureProducer, DeliveryError> {
+        let mut slot = self.producer.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(p) = slot.as_ref() {
+            return Ok(p.clone());
+        }
+        let p: FutureProducer = self
+            .settings
+            .client_config()
+            .create()
+            .map_err(|e| kafka_error("create a producer", &self.settings.topic, e))?;
+        *slot = Some(p.clone());
+        Ok(p)
+    }
+
+    fn cached_partitions(&self) -> std::sync::MutexGuard<'_, Option<i32>> {
+        self.partitions.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    async fn partition_count(&self, producer: &FutureProducer) -> Result<i32, DeliveryError> {
+        if let Some(n) = *self.cached_partitions() {
+            return Ok(n);
+        }
+        let n = fetch_partitions(producer.clone(), self.settings.topic.clone()).await?;
+        *self.cached_partitions() = Some(n);
+        Ok(n)
+    }
+
+    fn encode(
+        &self,
+        batch: &Batch,
+        report: &mut DeliveryReport,
+    ) -> Result<Vec<Encoded>, DeliveryError> {
+        let mut out = Vec::with_capacity(batch.items.len());
+        for (index, item) in batch.items.iter().enumerate() {
+            match item {
+                Item::Record(r) => out.push(Encoded {
+                    index,
+                    op: r.op,
+                    key: self
+                        .settings
+                        .partition_key
+                        .as_deref()
+                        .and_then(|f| message::key(r, f)),
+                    value: message::value(r, index)?,
+                }),
+                // Kafka is a sink only: no truncation, no schema evolution.
+                Item::Truncate => report.ignored_truncates += 1,
+                Item::Schema { .. } => report.ignored_schemas += 1,
+            }
+        }
+        Ok(out)
+    }
+
+    /// Sends every record without waiting for each report, then waits for
+    /// all of them. The first failure stops further sends; the reports
+    /// already in flight are still awaited, so a retry starts clean.
+    async fn send_all(
+        &self,
+        producer: &FutureProducer,
+        batch: &Batch,
+        records: &[Encoded],
+        partitions: Option<i32>,
+    ) -> Result<(), DeliveryError> {
+        let topic = self.settings.topic.as_str();
+        let mut pending: VecDeque<(usize, DeliveryFuture)> = VecDeque::new();
+        let mut failed: Option<DeliveryError> = None;
+        for m in records {
+            let headers = message::headers(
+                &batch.meta.idempotency_key,
+                m.index,
+                &self.settings.stream,
+                m.op,
+            );
+            let mut rec = FutureRecord::<str, [u8]>::to(topic)
+                .payload(&m.value)
+                .headers(headers);
+            match (&m.key, partitions) {
+                (Some(k), _) => rec = rec.key(k.as_str()),
+                (None, Some(n)) => {
+                    let next = self.next_partition.fetch_add(1, Ordering::Relaxed);
+                    rec = rec.partition(i32::try_from(next % n as usize).unwrap_or(0));
+                }
+                (None, None) => {}
+            }
+            loop {
+                match producer.send_result(rec) {
+                    Ok(f) => {
+                        pending.push_back((m.index, f));
+                        break;
+                    }
+                    // librdkafka's queue is full: wait for the oldest report
+                    // (freeing room), then offer the same record again.
+                    Err((KafkaError::MessageProduction(Code::QueueFull), back)) => {
+                        rec = back;
+                        match pending.pop_front() {
+                            Some((i, f)) => note(&mut failed, topic, i, f.await),
+                            None => tokio::time::sleep(Duration::from_millis(5)).await,
+                        }
+                    }
+                    Err((e, _)) => {
+                        failed.get_or_insert(kafka_error("send", topic, e).at_record(m.index));
+                        break;
+                    }
+                }
+            }
+            if failed.is_some() {
+                break;
+            }
+        }
+        for (i, f) in pending {
+            note(&mut failed, topic, i, f.await);
+        }
+        failed.map_or(Ok(()), Err)
+    }
+}
+
+/// Keeps the first failure among the delivery reports. `Canceled` is the
+/// report channel's error: the producer went away with the record unreported.
+fn note<Canceled>(
+    failed: &mut Option<DeliveryError>,
+    topic: &str,
+    index: usize,
+    report: Result<OwnedDeliveryResult, Canceled>,
+) {
+    let err = match report {
+        Ok(Ok(_)) => return,
+        Ok(Err((e, _))) => e,
+        Err(_) => KafkaError::Canceled,
+    };
+    failed.get_or_insert(kafka_error("deliver", topic, err).at_record(index));
+}
+
+/// The topic's partition count, from a metadata request (a blocking call,
+/// so off the async threads).
+async fn fetch_partitions(producer: FutureProducer, topic: String) -> Result<i32, DeliveryError> {
+    tokio::task::spawn_blocking(move || {
+        let md = producer
+            .client()
+            .fetch_metadata(Some(&topic), METADATA_TIMEOUT)
+            .map_err(|e| kafka_error("fetch metadata", &topic, e))?;
+        let missing = |code: Code| {
+            DeliveryError::new(
+                classify(code),
+                KafkaOpError {
+                    op: "find the topic",
+                    topic: topic.clone(),
+                    source: KafkaError::MetadataFetch(code),
+                },
+            )
+        };
+        let t = md
+            .topics()
+            .iter()
+            .find(|t| t.name() == topic)
+            .ok_or_else(|| missing(Code::UnknownTopicOrPartition))?;
+        if let Some(err) = t.error() {
+            return Err(missing(Code::from(err)));
+        }
+        match i32::try_from(t.partitions().len()) {
+            Ok(n) if n > 0 => Ok(n),
+            _ => Err(missing(Code::UnknownPartition)),
+        }
+    })
+    .await
+    .map_err(DeliveryError::transient)?
+}
+
+#[async_trait]
+impl Destination for KafkaDestination {
+    fn kind(&self) -> &'static str {
+        "kafka"
+    }
+
+    async fn deliver(&self, batch: &Batch) -> Result<DeliveryReport, DeliveryError> {
+        let mut report = DeliveryReport::default();
+        let records = self.encode(batch, &mut report)?;
+        if records.is_empty() {
+            return Ok(report);
+        }
+        let producer = self.producer()?;
+        let partitions = if records.iter().any(|m| m.key.is_none()) {
+            Some(self.partition_count(&producer).await?)
+        } else {
+            None
+        };
+        if let Err(e) = self.send_all(&producer, batch, &records, partitions).await {
+            *self.cached_partitions() = None;
+            // Every report is in, so the producer holds nothing: the next
+            // attempt starts a new one. After timeouts librdkafka bumps its
+            // idempotent epoch, which a broker may answer by fencing the
+            // session for good (tansu does); a new producer id clears it.
+            let old = self
+                .producer
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .take();
+            // Destroying a librdkafka handle blocks while its threads stop.
+            tokio::task::spawn_blocking(move || drop((old, producer)));
+            return Err(e);
+        }
+        report.bytes = records
+            .iter()
+            .map(|m| (m.value.len() + m.key.as_ref().map_or(0, String::len)) as u64)
+            .sum();
+        Ok(report)
+    }
+
+    async fn check(&self) -> Result<CheckReport, DeliveryError> {
+        let producer = self.producer()?;
+        let n = fetch_partitions(producer, self.settings.topic.clone()).await?;
+        *self.cached_partitions() = Some(n);
+        Ok(CheckReport {
+            detail: format!(
+                "topic {} exists with {n} partitions (bootstrap {})",
+                self.settings.topic, self.settings.brokers
+            ),
+        })
+    }
+}

@@ -1,0 +1,82 @@
+//! One record as one Kafka message: the value is the record's fields as
+//! JSON (plus `_abrq_op` for updates and deletes, as in JSONL objects), the
+//! key is the `partition_key` field's value, and three headers let
+//! consumers deduplicate and tell operations apart.
+
+use abrq_core::{DeliveryError, Op, ReasonClass, Record};
+use rdkafka::message::{Header, OwnedHeaders};
+use serde::ser::{SerializeMap, Serializer};
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::object::encode::OP_FIELD;
+
+/// Header names, fixed: consumers match on them.
+pub const IDEMPOTENCY_HEADER: &str = "abrq_idempotency_key";
+pub const STREAM_HEADER: &str = "abrq_stream";
+pub const OP_HEADER: &str = "abrq_op";
+
+/// The message value. Item `index` names the record in an error.
+pub fn value(record: &Record, index: usize) -> Result<Vec<u8>, DeliveryError> {
+    // A changed row that also has its own `_abrq_op` field would carry two
+    // operations; refuse it rather than pick one (as the JSONL encoder does).
+    if record.op != Op::Insert && record.fields.contains_key(OP_FIELD) {
+        return Err(DeliveryError::dead_letter(
+            ReasonClass::Encoding,
+            format!(
+                "a {} record has a field named {OP_FIELD}",
+                record.op.as_str()
+            ),
+        )
+        .at_record(index));
+    }
+    serde_json::to_vec(&JsonValue(record))
+        .map_err(|e| DeliveryError::dead_letter(ReasonClass::Encoding, e).at_record(index))
+}
+
+/// The message key: the field's value as a string (a JSON string without
+/// quotes, anything else as its JSON text). None when the field is absent
+/// or null: such a record is placed round-robin like an unkeyed one.
+pub fn key(record: &Record, field: &str) -> Option<String> {
+    match record.fields.get(field)? {
+        Value::Null => None,
+        Value::String(s) => Some(s.clone()),
+        other => Some(other.to_string()),
+    }
+}
+
+/// `abrq_idempotency_key` = `{batch key}:{item index}`: unique per record,
+/// identical when the batch is replayed.
+pub fn headers(batch_key: &str, index: usize, stream: &str, op: Op) -> OwnedHeaders {
+    let idempotency = format!("{batch_key}:{index}");
+    OwnedHeaders::new_with_capacity(3)
+        .insert(Header {
+            key: IDEMPOTENCY_HEADER,
+            value: Some(&idempotency),
+        })
+        .insert(Header {
+            key: STREAM_HEADER,
+            value: Some(stream),
+        })
+        .insert(Header {
+            key: OP_HEADER,
+            value: Some(op.as_str()),
+        })
+}
+
+struct JsonValue<'a>(&'a Record);
+
+impl Serialize for JsonValue<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let r = self.0;
+        let op = (r.op != Op::Insert).then(|| r.op.as_str());
+        let mut m = s.serialize_map(Some(r.fields.len() + usize::from(op.is_some())))?;
+        for (k, v) in &r.fields {
+            m.serialize_entry(k, v)?;
+        }
+        if let Some(op) = op {
+            m.serialize_entry(OP_FIELD, op)?;
+        }
+        m.end()
+    }
+}

@@ -1,0 +1,36 @@
+//! The `kafka` engine: one message per record, keyed by the `partition_key`
+//! field (murmur2, as Java places keys) or spread round-robin, acks=all and
+//! idempotence on. Config: `host` = bootstrap servers, `database` = topic,
+//! `username`/`password` = SASL PLAIN (off when empty).
+
+pub mod config;
+mod destination;
+pub mod errors;
+pub mod message;
+
+#[cfg(test)]
+mod tests;
+
+use std::sync::Arc;
+
+use abrq_core::config::DestinationConfig;
+use abrq_core::Destination;
+
+use crate::BuildError;
+
+pub use config::KafkaSettings;
+pub use destination::KafkaDestination;
+/// The client, for callers that need it beside the destination (the
+/// bench's raw producer), at the same version and features.
+pub use rdkafka;
+
+/// Validates without connecting; the producer is made on first delivery
+/// or `check()`.
+pub fn build(stream: &str, cfg: &DestinationConfig) -> Result<Arc<dyn Destination>, BuildError> {
+    let settings =
+        KafkaSettings::from_config(stream, cfg).map_err(|message| BuildError::Invalid {
+            destination: cfg.name.as_str().to_string(),
+            message,
+        })?;
+    Ok(Arc::new(KafkaDestination::new(settings)))
+}

@@ -1,0 +1,133 @@
+//! Config, classification and message shape, without a broker.
+
+use abrq_core::config::{Config, DestinationConfig};
+use abrq_core::{Disposition, Op, ReasonClass, Record};
+use rdkafka::error::RDKafkaErrorCode as Code;
+use rdkafka::message::Headers;
+use serde_json::json;
+
+use super::config::KafkaSettings;
+use super::errors::classify;
+use super::message;
+
+fn dest(extra: &str) -> DestinationConfig {
+    let text = format!(
+        "[[streams]]\nname = \"orders\"\n[streams.source]\nengine = \"http\"\n\
+         [[streams.destinations]]\nname = \"k\"\nengine = \"kafka\"\n{extra}\n"
+    );
+    let c = Config::parse(&text, "t.toml").unwrap();
+    c.streams[0].get_ref().destinations[0].get_ref().clone()
+}
+
+fn settings(extra: &str) -> Result<KafkaSettings, String> {
+    KafkaSettings::from_config("orders", &dest(extra))
+}
+
+#[test]
+fn hosts_get_a_default_port() {
+    let s = settings("host = \"a, b:9093\"\ndatabase = \"t\"").unwrap();
+    assert_eq!(s.brokers, "a:9092,b:9093");
+    let s = settings("host = \"a\"\nport = 19092\ndatabase = \"t\"").unwrap();
+    assert_eq!(s.brokers, "a:19092");
+}
+
+#[test]
+fn host_is_required_and_topic_checked() {
+    assert!(settings("database = \"t\"").unwrap_err().contains("host"));
+    assert!(settings("host = \"a\"\ndatabase = \"a b\"").is_err());
+}
+
+#[test]
+fn tls_is_refused_rather_than_ignored() {
+    let e = settings("host = \"a\"\ndatabase = \"t\"\ntls = true").unwrap_err();
+    assert!(e.contains("tls"), "{e}");
+}
+
+#[test]
+fn sasl_is_off_when_username_is_empty_and_password_hidden() {
+    let s = settings("host = \"a\"\ndatabase = \"t\"").unwrap();
+    assert!(s.client_config().get("security.protocol").is_none());
+    let s = settings("host = \"a\"\ndatabase = \"t\"\nusername = \"u\"\npassword = \"hunter2\"")
+        .unwrap();
+    let c = s.client_config();
+    assert_eq!(c.get("security.protocol"), Some("sasl_plaintext"));
+    assert_eq!(c.get("sasl.password"), Some("hunter2"));
+    assert!(!format!("{s:?}").contains("hunter2"));
+}
+
+#[test]
+fn producer_is_idempotent_with_java_placement() {
+    let c = settings("host = \"a\"\ndatabase = \"t\"")
+        .unwrap()
+        .client_config();
+    assert_eq!(c.get("acks"), Some("all"));
+    assert_eq!(c.get("enable.idempotence"), Some("true"));
+    assert_eq!(c.get("partitioner"), Some("murmur2_random"));
+}
+
+#[test]
+fn oversize_and_invalid_records_are_rejected_the_rest_retried() {
+    for code in [
+        Code::MessageSizeTooLarge,
+        Code::InvalidRecord,
+        Code::InvalidMessageSize,
+    ] {
+        assert_eq!(
+            classify(code),
+            Disposition::DeadLetter(ReasonClass::Rejected),
+            "{code:?}"
+        );
+    }
+    for code in [
+        Code::BrokerNotAvailable,
+        Code::LeaderNotAvailable,
+        Code::MessageTimedOut,
+        Code::NotEnoughReplicas,
+        Code::AllBrokersDown,
+        Code::NetworkException,
+        Code::UnknownTopicOrPartition,
+        Code::GroupIdNotFound,
+    ] {
+        assert_eq!(classify(code), Disposition::Retry, "{code:?}");
+    }
+}
+
+fn rec(op: Op, v: serde_json::Value) -> Record {
+    Record {
+        op,
+        fields: v.as_object().unwrap().clone(),
+    }
+}
+
+#[test]
+fn value_marks_only_non_inserts_and_key_is_the_fields_text() {
+    let v = message::value(&rec(Op::Insert, json!({"id": 1, "n": "x"})), 0).unwrap();
+    assert_eq!(v, br#"{"id":1,"n":"x"}"#);
+    let v = message::value(&rec(Op::Delete, json!({"id": 1})), 0).unwrap();
+    assert_eq!(v, br#"{"id":1,"_abrq_op":"delete"}"#);
+    let e = message::value(&rec(Op::Update, json!({"_abrq_op": 1})), 7).unwrap_err();
+    assert_eq!(e.record_index, Some(7));
+
+    let r = rec(Op::Insert, json!({"s": "abc", "n": 42, "z": null}));
+    assert_eq!(message::key(&r, "s").as_deref(), Some("abc"));
+    assert_eq!(message::key(&r, "n").as_deref(), Some("42"));
+    assert_eq!(message::key(&r, "z"), None);
+    assert_eq!(message::key(&r, "missing"), None);
+}
+
+#[test]
+fn headers_name_record_stream_and_op() {
+    let h = message::headers("k", 3, "orders", Op::Update);
+    let got: Vec<(String, Vec<u8>)> = h
+        .iter()
+        .map(|h| (h.key.to_string(), h.value.unwrap().to_vec()))
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            ("abrq_idempotency_key".into(), b"k:3".to_vec()),
+            ("abrq_stream".into(), b"orders".to_vec()),
+            ("abrq_op".into(), b"update".to_vec()),
+        ]
+    );
+}

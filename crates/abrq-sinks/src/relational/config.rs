@@ -1,0 +1,229 @@
+//! The relational part of a destination's config, validated without I/O,
+//! and the connect options built from it.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use abrq_core::config::{
+    DestinationConfig, DestinationEngine, SchemaDrift, Secret, TruncatePolicy, WriteMode,
+};
+use sqlx::mysql::{MySqlConnectOptions, MySqlSslMode};
+use sqlx::postgres::{PgConnectOptions, PgSslMode};
+
+use super::types::Dialect;
+
+/// Everything a postgres or mysql destination needs, checked. `Debug`
+/// shows the password as `***` (it is a [`Secret`]).
+#[derive(Debug, Clone)]
+pub struct RelationalSettings {
+    pub dialect: Dialect,
+    /// The stream, for the ledger's `stream` column.
+    pub stream: String,
+    /// The destination's name in config.
+    pub destination: String,
+    pub host: String,
+    pub port: u16,
+    pub database: Option<String>,
+    pub username: Option<String>,
+    pub password: Option<Secret>,
+    pub table: String,
+    /// PostgreSQL: the schema (default: the connection's current schema).
+    /// MySQL: the database the table is in (default: `database`).
+    pub schema: Option<String>,
+    pub drift: SchemaDrift,
+    pub truncate: TruncatePolicy,
+    pub mode: WriteMode,
+    /// The primary key abrq gives a table it creates in upsert mode. Empty
+    /// until the config model has a key for it; an existing table's own
+    /// primary key is always what upserts match on.
+    pub key: Vec<String>,
+    pub tls: bool,
+    pub tls_ca_file: Option<PathBuf>,
+    /// How long to wait for a connection before the attempt fails.
+    pub connect_timeout: Duration,
+}
+
+impl RelationalSettings {
+    pub fn from_config(stream: &str, cfg: &DestinationConfig) -> Result<Self, String> {
+        let dialect = match cfg.engine {
+            DestinationEngine::Postgres => Dialect::Postgres,
+            DestinationEngine::Mysql => Dialect::Mysql,
+            other => return Err(format!("engine {} is not relational", other.as_str())),
+        };
+        let text = |t: &Option<abrq_core::config::Text>| {
+            t.as_ref()
+                .map(|t| t.as_str().to_string())
+                .filter(|s| !s.is_empty())
+        };
+        let table = text(&cfg.table).ok_or("table is required")?;
+        if let Some(why) = dialect.invalid_name(&table) {
+            return Err(format!("table: {why}"));
+        }
+        let schema = text(&cfg.schema);
+        if let Some(why) = schema.as_deref().and_then(|s| dialect.invalid_name(s)) {
+            return Err(format!("schema: {why}"));
+        }
+        let database = text(&cfg.database);
+        if dialect == Dialect::Mysql && database.is_none() && schema.is_none() {
+            return Err("database is required for engine mysql".into());
+        }
+        Ok(RelationalSettings {
+            dialect,
+            stream: stream.to_string(),
+            destination: cfg.name.as_str().to_string(),
+            host: text(&cfg.host).unwrap_or_else(|| "127.0.0.1".into()),
+            port: cfg.port.unwrap_or(match dialect {
+                Dialect::Postgres => 5432,
+                Dialect::Mysql => 3306,
+            }),
+            database,
+            username: text(&cfg.username),
+            password: cfg.password.clone().filter(|p| !p.is_empty()),
+            table,
+            schema,
+            drift: cfg.schema_drift,
+            truncate: cfg.truncate,
+            mode: cfg.mode,
+            key: Vec::new(),
+            tls: cfg.tls,
+            tls_ca_file: cfg.tls_ca_file.as_ref().map(|p| PathBuf::from(p.as_str())),
+            connect_timeout: Duration::from_secs(10),
+        })
+    }
+
+    /// TLS is on when asked for or when a private CA is given; then the
+    /// server's certificate and name are verified, never merely accepted.
+    fn tls_on(&self) -> bool {
+        self.tls || self.tls_ca_file.is_some()
+    }
+
+    pub fn pg_options(&self) -> PgConnectOptions {
+        let mut o = PgConnectOptions::new_without_pgpass()
+            .host(&self.host)
+            .port(self.port)
+            .application_name("abrq")
+            .ssl_mode(if self.tls_on() {
+                PgSslMode::VerifyFull
+            } else {
+                PgSslMode::Disable
+            });
+        if let Some(ca) = &self.tls_ca_file {
+            o = o.ssl_root_cert(ca);
+        }
+        if let Some(u) = &self.username {
+            o = o.username(u);
+        }
+        if let Some(p) = &self.password {
+            o = o.password(p.expose());
+        }
+        if let Some(d) = &self.database {
+            o = o.database(d);
+        }
+        o
+    }
+
+    pub fn mysql_options(&self) -> MySqlConnectOptions {
+        let mut o = MySqlConnectOptions::new()
+            .host(&self.host)
+            .port(self.port)
+            .charset("utf8mb4")
+            // instants are stored as UTC datetimes
+            .timezone(Some("+00:00".into()))
+            .ssl_mode(if self.tls_on() {
+                MySqlSslMode::VerifyIdentity
+            } else {
+                MySqlSslMode::Disabled
+            });
+        if let Some(ca) = &self.tls_ca_file {
+            o = o.ssl_ca(ca);
+        }
+        if let Some(u) = &self.username {
+            o = o.username(u);
+        }
+        if let Some(p) = &self.password {
+            o = o.password(p.expose());
+        }
+        if let Some(d) = &self.database {
+            o = o.database(d);
+        }
+        o
+    }
+
+    /// Where the connection goes, for messages (never the password).
+    pub fn endpoint(&self) -> String {
+        format!(
+            "{}:{}/{}",
+            self.host,
+            self.port,
+            self.database.as_deref().unwrap_or("")
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use abrq_core::config::Config;
+
+    fn dest(engine: &str, extra: &str) -> DestinationConfig {
+        let text = format!(
+            "[[streams]]\nname = \"orders\"\n[streams.source]\nengine = \"http\"\n\
+             [[streams.destinations]]\nname = \"db\"\nengine = \"{engine}\"\n{extra}\n"
+        );
+        let c = Config::parse(&text, "t.toml").unwrap();
+        c.streams[0].get_ref().destinations[0].get_ref().clone()
+    }
+
+    #[test]
+    fn defaults_and_secret_hidden() {
+        let s = RelationalSettings::from_config(
+            "orders",
+            &dest(
+                "postgres",
+                "table = \"t\"\npassword = \"hunter2\"\nusername = \"u\"",
+            ),
+        )
+        .unwrap();
+        assert_eq!((s.host.as_str(), s.port), ("127.0.0.1", 5432));
+        assert!(!format!("{s:?}").contains("hunter2"));
+        assert!(format!("{s:?}").contains("***"));
+        assert!(!s.endpoint().contains("hunter2"));
+        assert!(matches!(s.pg_options().get_ssl_mode(), PgSslMode::Disable));
+        let m = RelationalSettings::from_config(
+            "orders",
+            &dest("mysql", "table = \"t\"\ndatabase = \"d\"\ntls = true"),
+        )
+        .unwrap();
+        assert_eq!(m.port, 3306);
+        assert!(matches!(
+            m.mysql_options().get_ssl_mode(),
+            MySqlSslMode::VerifyIdentity
+        ));
+    }
+
+    #[test]
+    fn a_ca_file_turns_verified_tls_on() {
+        let s = RelationalSettings::from_config(
+            "orders",
+            &dest("postgres", "table = \"t\"\ntls_ca_file = \"/ca.pem\""),
+        )
+        .unwrap();
+        assert!(matches!(
+            s.pg_options().get_ssl_mode(),
+            PgSslMode::VerifyFull
+        ));
+    }
+
+    #[test]
+    fn refuses_bad_names_and_missing_database() {
+        let e = RelationalSettings::from_config(
+            "orders",
+            &dest("postgres", &format!("table = \"{}\"", "x".repeat(70))),
+        )
+        .unwrap_err();
+        assert!(e.contains("table"), "{e}");
+        let e =
+            RelationalSettings::from_config("orders", &dest("mysql", "table = \"t\"")).unwrap_err();
+        assert!(e.contains("database"), "{e}");
+    }
+}

@@ -1,0 +1,67 @@
+//! The `postgres` and `mysql` engines. One batch is one transaction: the
+//! ledger row (`abrq_applied_batches`, so a redelivered batch is skipped),
+//! the table created or evolved as the schema drift policy allows, truncates
+//! in order, rows in multi-row statements, commit.
+//!
+//! Shared, engine-free: `config` (settings, connect options), `types` and
+//! `dialect` (type model, widening, spellings), `plan` and `group` (the
+//! drift policy and statements, pure), `errors` (what a failure means),
+//! `destination` (the flow). Per engine: `postgres/` and `mysql/` (catalog,
+//! ledger, statements, and their own error codes).
+
+pub mod config;
+pub mod destination;
+mod dialect;
+pub mod errors;
+mod group;
+pub mod mysql;
+pub mod plan;
+pub mod postgres;
+mod rows;
+pub mod table;
+pub mod types;
+
+#[cfg(test)]
+mod tests;
+
+use std::sync::Arc;
+
+use abrq_core::config::{DestinationConfig, DestinationEngine};
+use abrq_core::Destination;
+
+use crate::BuildError;
+
+pub use config::RelationalSettings;
+pub use destination::RelationalDestination;
+/// The driver, for callers (the benchmark) that talk to the same servers.
+pub use sqlx;
+
+/// The ledger table, beside the target table.
+pub const LEDGER: &str = "abrq_applied_batches";
+
+/// Validates without connecting; the pool connects on the first delivery
+/// or `check()`.
+pub fn build(stream: &str, cfg: &DestinationConfig) -> Result<Arc<dyn Destination>, BuildError> {
+    let settings =
+        RelationalSettings::from_config(stream, cfg).map_err(|message| BuildError::Invalid {
+            destination: cfg.name.as_str().to_string(),
+            message,
+        })?;
+    Ok(from_settings(settings))
+}
+
+/// The destination for already validated settings.
+pub fn from_settings(settings: RelationalSettings) -> Arc<dyn Destination> {
+    match settings.dialect {
+        types::Dialect::Postgres => postgres::destination(settings),
+        types::Dialect::Mysql => mysql::destination(settings),
+    }
+}
+
+/// Whether `engine` is one of this module's.
+pub fn handles(engine: DestinationEngine) -> bool {
+    matches!(
+        engine,
+        DestinationEngine::Postgres | DestinationEngine::Mysql
+    )
+}

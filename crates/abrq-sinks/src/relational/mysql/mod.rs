@@ -1,0 +1,215 @@
+//! The `mysql` engine (MySQL and MariaDB): a small pool per destination
+//! with strict SQL mode (so a bad value fails instead of being silently
+//! truncated) and UTC sessions, the catalog read, the ledger, and (in
+//! `write.rs`) the batch transaction.
+
+pub mod errors;
+mod write;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
+
+use abrq_core::{BatchMeta, Destination};
+use async_trait::async_trait;
+use sqlx::mysql::{MySqlPool, MySqlPoolOptions};
+use sqlx::{Executor, Row as _};
+use tokio::sync::OnceCell;
+
+use super::config::RelationalSettings;
+use super::destination::{Applied, Backend, RelationalDestination, Run, RunError};
+use super::errors::{DbError, Failure};
+use super::plan::Plan;
+use super::table::{Column, TableInfo};
+use super::types::{Dialect, SqlType};
+use super::LEDGER;
+use errors::db_error;
+
+pub type MysqlDestination = RelationalDestination<MysqlBackend>;
+
+pub struct MysqlBackend {
+    pool: OnceLock<MySqlPool>,
+    settings: Arc<RelationalSettings>,
+    /// `@@max_allowed_packet`, read once: statements stay well under it.
+    packet: OnceCell<usize>,
+    ledger_ready: AtomicBool,
+}
+
+/// Builds the destination without I/O; the pool is made on first use.
+pub fn destination(settings: RelationalSettings) -> Arc<dyn Destination> {
+    let settings = Arc::new(settings);
+    let backend = MysqlBackend {
+        pool: OnceLock::new(),
+        settings: settings.clone(),
+        packet: OnceCell::new(),
+        ledger_ready: AtomicBool::new(false),
+    };
+    Arc::new(RelationalDestination::new(backend, settings))
+}
+
+const D: Dialect = Dialect::Mysql;
+
+impl MysqlBackend {
+    fn pool(&self) -> &MySqlPool {
+        self.pool.get_or_init(|| {
+            MySqlPoolOptions::new()
+                .max_connections(2)
+                .min_connections(0)
+                .acquire_timeout(self.settings.connect_timeout)
+                .after_connect(|conn, _| {
+                    Box::pin(async move {
+                        conn.execute(
+                            "SET SESSION sql_mode = CONCAT(@@SESSION.sql_mode, ',STRICT_ALL_TABLES')",
+                        )
+                        .await?;
+                        Ok(())
+                    })
+                })
+                .connect_lazy_with(self.settings.mysql_options())
+        })
+    }
+
+    /// The database the table lives in.
+    fn schema(&self) -> &str {
+        let s = &self.settings;
+        s.schema
+            .as_deref()
+            .or(s.database.as_deref())
+            .unwrap_or_default()
+    }
+
+    fn qualified(&self) -> String {
+        D.qualified(self.schema(), &self.settings.table)
+    }
+
+    async fn packet(&self) -> Result<usize, DbError> {
+        self.packet
+            .get_or_try_init(|| async {
+                let n: i64 = sqlx::query_scalar("SELECT CAST(@@max_allowed_packet AS SIGNED)")
+                    .fetch_one(self.pool())
+                    .await
+                    .map_err(|e| db_error("read max_allowed_packet", e))?;
+                Ok(usize::try_from(n).unwrap_or(1 << 20))
+            })
+            .await
+            .copied()
+    }
+
+    async fn ledger(&self) -> Result<String, DbError> {
+        let name = D.qualified(self.schema(), LEDGER);
+        if !self.ledger_ready.load(Ordering::Relaxed) {
+            // varchar, not text: key columns need a bounded length
+            let sql = format!(
+                "CREATE TABLE IF NOT EXISTS {name} (\
+                 stream varchar(64) NOT NULL, idempotency_key varchar(64) NOT NULL, \
+                 applied_at datetime(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6), \
+                 destination_table varchar(200) NOT NULL, \
+                 PRIMARY KEY (stream, idempotency_key, destination_table))"
+            );
+            sqlx::query(&sql).execute(self.pool()).await.map_err(|e| {
+                let mut err = db_error(format!("create the ledger {name}"), e);
+                if err.kind.blames_a_row() {
+                    err.kind = Failure::ObjectExists;
+                }
+                err
+            })?;
+            self.ledger_ready.store(true, Ordering::Relaxed);
+        }
+        Ok(name)
+    }
+}
+
+#[async_trait]
+impl Backend for MysqlBackend {
+    fn kind(&self) -> &'static str {
+        "mysql"
+    }
+
+    async fn load_table(&self) -> Result<Option<TableInfo>, DbError> {
+        let op = || format!("read the columns of {}", self.qualified());
+        // explicit casts: MySQL 8 returns some of these as binary strings
+        let rows = sqlx::query(
+            "SELECT CAST(COLUMN_NAME AS CHAR), CAST(COLUMN_TYPE AS CHAR), \
+                    CAST(IS_NULLABLE AS CHAR), CAST(COLUMN_KEY AS CHAR) \
+             FROM information_schema.COLUMNS \
+             WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? ORDER BY ORDINAL_POSITION",
+        )
+        .bind(self.schema())
+        .bind(&self.settings.table)
+        .fetch_all(self.pool())
+        .await
+        .map_err(|e| db_error(op(), e))?;
+        if rows.is_empty() {
+            return Ok(None);
+        }
+        let mut info = TableInfo::default();
+        for r in rows {
+            let get = |e| db_error(op(), e);
+            let name: String = r.try_get(0).map_err(get)?;
+            let full: String = r.try_get(1).map_err(get)?;
+            let nullable: String = r.try_get(2).map_err(get)?;
+            let key: String = r.try_get(3).map_err(get)?;
+            let ty = D.parse_type(&full).unwrap_or(SqlType::Other {
+                cast: full.clone(),
+                name: full,
+            });
+            if key == "PRI" {
+                info.key.push(name.clone());
+            }
+            info.columns.push(Column {
+                name,
+                ty,
+                nullable: nullable == "YES",
+            });
+        }
+        if info.key.len() > 1 {
+            info.key = self.key_order().await?;
+        }
+        Ok(Some(info))
+    }
+
+    async fn apply(
+        &self,
+        meta: &BatchMeta,
+        plan: &Plan<'_>,
+        run: Run,
+    ) -> Result<Applied, RunError> {
+        let ledger = self.ledger().await?;
+        let packet = self.packet().await?;
+        let ctx = write::Ctx {
+            pool: self.pool(),
+            ledger: &ledger,
+            table: &self.qualified(),
+            packet,
+        };
+        write::apply(&ctx, meta, plan, run).await
+    }
+
+    async fn connect(&self) -> Result<String, DbError> {
+        let version: String = sqlx::query_scalar("SELECT CAST(VERSION() AS CHAR)")
+            .fetch_one(self.pool())
+            .await
+            .map_err(|e| db_error(format!("connect to {}", self.settings.endpoint()), e))?;
+        self.ledger().await?;
+        Ok(format!("MySQL {version} at {}", self.settings.endpoint()))
+    }
+
+    async fn table_name(&self) -> Result<String, DbError> {
+        Ok(self.qualified())
+    }
+}
+
+impl MysqlBackend {
+    /// A composite primary key in key order (COLUMNS lists table order).
+    async fn key_order(&self) -> Result<Vec<String>, DbError> {
+        sqlx::query_scalar(
+            "SELECT CAST(COLUMN_NAME AS CHAR) FROM information_schema.KEY_COLUMN_USAGE \
+             WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? AND CONSTRAINT_NAME = 'PRIMARY' \
+             ORDER BY ORDINAL_POSITION",
+        )
+        .bind(self.schema())
+        .bind(&self.settings.table)
+        .fetch_all(self.pool())
+        .await
+        .map_err(|e| db_error(format!("read the primary key of {}", self.qualified()), e))
+    }
+}

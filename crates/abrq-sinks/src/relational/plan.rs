@@ -1,0 +1,402 @@
+//! Turns a batch into what to run against a table, without I/O: the DDL
+//! (create, add columns, widen types) and the ordered steps (truncate,
+//! write rows, delete keys), with the schema drift policy applied to every
+//! field and value and every discard counted.
+//!
+//! Three passes: (1) what the batch's fields and declarations need,
+//! (2) the table after DDL (evolve and widen decided once, up front, so
+//! every row of the batch is written against the same table), (3) rows,
+//! converted for their columns, grouped into statements.
+
+use std::collections::{HashMap, HashSet};
+
+use abrq_core::config::{ColumnsPolicy, SchemaDrift, TruncatePolicy, TypesPolicy, WriteMode};
+use abrq_core::{Batch, Item, Op, Record};
+use serde_json::Value;
+
+use super::table::{Column, TableInfo};
+use super::types::{fits, holds, join, natural, widen_for, widen_to, Cell, Dialect, SqlType};
+
+/// The policies a plan follows.
+#[derive(Debug, Clone)]
+pub struct Policy {
+    pub dialect: Dialect,
+    pub drift: SchemaDrift,
+    pub truncate: TruncatePolicy,
+    pub mode: WriteMode,
+    /// Primary key for a table abrq creates (upsert mode).
+    pub key: Vec<String>,
+}
+
+/// Why a batch cannot be planned.
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    /// The drift policy blocks the batch (a `schema_drift` dead letter).
+    #[error("{message}")]
+    Drift { item: usize, message: String },
+    /// The record can never be written as it is (a `rejected` dead letter).
+    #[error("{message}")]
+    Rejected { item: usize, message: String },
+    /// The table cannot take upserts until an operator gives it a key: not
+    /// the batch's fault, so the batch waits (retry, breaker).
+    #[error("{0}")]
+    NoKey(String),
+}
+
+/// One row: the batch item it came from, and a cell per statement column.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Row<'a> {
+    pub item: usize,
+    pub cells: Vec<Cell<'a>>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Step<'a> {
+    Truncate,
+    /// Insert (or upsert on the key) `rows`; `columns` index the table.
+    Write {
+        upsert: bool,
+        columns: Vec<usize>,
+        rows: Vec<Row<'a>>,
+    },
+    /// Delete by key; cells follow the table's key columns.
+    Delete {
+        rows: Vec<Row<'a>>,
+    },
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counts {
+    pub dropped_values: u64,
+    pub dropped_rows: u64,
+    pub ignored_truncates: u64,
+    pub ignored_schemas: u64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan<'a> {
+    /// Create the table (as `table` describes it) before anything else.
+    pub create: bool,
+    /// Columns to add (nullable), by name.
+    pub add: Vec<String>,
+    /// Columns whose type widens to the one in `table`, by name.
+    pub alter: Vec<String>,
+    /// The table after the DDL.
+    pub table: TableInfo,
+    pub steps: Vec<Step<'a>>,
+    pub counts: Counts,
+}
+
+impl Plan<'_> {
+    pub fn has_ddl(&self) -> bool {
+        self.create || !self.add.is_empty() || !self.alter.is_empty()
+    }
+}
+
+pub fn plan<'a>(
+    batch: &'a Batch,
+    current: Option<&TableInfo>,
+    p: &Policy,
+) -> Result<Plan<'a>, PlanError> {
+    let mut counts = Counts::default();
+    let fresh = current.is_none();
+    let mut table = current.cloned().unwrap_or_default();
+    let mut add = Vec::new();
+    let mut alter = Vec::new();
+
+    // pass 1: declared types (later declarations win) and, for fields the
+    // table lacks, the type their values need
+    let declared = declarations(batch, p.dialect);
+    let known: HashSet<String> = table.columns.iter().map(|c| c.name.clone()).collect();
+    let mut needs: Vec<(&str, Option<SqlType>)> = Vec::new();
+    let mut needs_at: HashMap<&str, usize> = HashMap::new();
+    for (i, item) in batch.items.iter().enumerate() {
+        let Item::Record(r) = item else { continue };
+        for (k, v) in &r.fields {
+            if known.contains(k.as_str()) || v.is_null() && !declared.contains_key(k) {
+                continue;
+            }
+            if let Some(why) = p.dialect.invalid_name(k) {
+                return Err(PlanError::Rejected {
+                    item: i,
+                    message: format!("field {k:?}: {why}"),
+                });
+            }
+            let at = *needs_at.entry(k).or_insert_with(|| {
+                needs.push((k, None));
+                needs.len() - 1
+            });
+            if let Some(t) = natural(v, p.dialect) {
+                let slot = &mut needs[at].1;
+                *slot = Some(match slot.take() {
+                    Some(prev) => join(&prev, &t, p.dialect),
+                    None => t,
+                });
+            }
+        }
+    }
+
+    // pass 2: the table after DDL
+    if fresh {
+        let mut order: Vec<(&str, SqlType)> = Vec::new();
+        for (name, ty) in declared.iter() {
+            order.push((name, ty.clone()));
+        }
+        for (name, ty) in &needs {
+            if !declared.contains_key(name) {
+                if let Some(ty) = ty {
+                    order.push((name, ty.clone()));
+                }
+            }
+        }
+        table.columns = order
+            .into_iter()
+            .map(|(name, ty)| Column {
+                name: name.to_string(),
+                ty,
+                nullable: !p.key.iter().any(|k| k == name),
+            })
+            .collect();
+        if p.mode == WriteMode::Upsert && !table.columns.is_empty() {
+            if p.key.is_empty() {
+                return Err(PlanError::NoKey(
+                    "upsert mode: the table does not exist and no primary key is configured; \
+                     create it with a primary key"
+                        .into(),
+                ));
+            }
+            if let Some(k) = p.key.iter().find(|k| table.column(k).is_none()) {
+                return Err(PlanError::NoKey(format!(
+                    "upsert mode: key column {k:?} is not in the batch"
+                )));
+            }
+            table.key = p.key.clone();
+        }
+        // declared types can be too narrow for the values: the types
+        // policy decides, and a widening simply becomes the created type
+        if p.drift.types == TypesPolicy::Widen {
+            widen_for_values(batch, &mut table, &[], &mut Vec::new(), p)?;
+        }
+    } else {
+        counts.ignored_schemas += apply_declarations(batch, &mut table, &mut add, &mut alter, p);
+        if p.drift.columns == ColumnsPolicy::Evolve {
+            for (name, ty) in &needs {
+                let ty = declared.get(name).cloned().or_else(|| ty.clone());
+                if let (Some(ty), None) = (ty, table.column(name)) {
+                    add.push(name.to_string());
+                    table.columns.push(Column {
+                        name: name.to_string(),
+                        ty,
+                        nullable: true,
+                    });
+                }
+            }
+        }
+        if p.drift.types == TypesPolicy::Widen {
+            widen_for_values(batch, &mut table, &add, &mut alter, p)?;
+        }
+    }
+    let create = fresh && !table.columns.is_empty();
+    if p.mode == WriteMode::Upsert && table.key.is_empty() && (create || !fresh) {
+        return Err(PlanError::NoKey(
+            "upsert mode needs a primary key on the table; add one, then the batch is retried"
+                .into(),
+        ));
+    }
+
+    // pass 3: rows
+    let steps = if fresh && !create {
+        Vec::new()
+    } else {
+        super::rows::steps(batch, &table, p, &mut counts)?
+    };
+    Ok(Plan {
+        create,
+        add,
+        alter,
+        table,
+        steps,
+        counts,
+    })
+}
+
+/// `name -> type` from every schema instruction, in order, later winning.
+/// A type abrq does not model is left to inference.
+fn declarations(batch: &Batch, d: Dialect) -> indexmap_lite::Ordered<SqlType> {
+    let mut out = indexmap_lite::Ordered::default();
+    for item in &batch.items {
+        if let Item::Schema { columns } = item {
+            for (name, ty) in columns {
+                if d.invalid_name(name).is_some() {
+                    continue;
+                }
+                if let Some(t) = declared_type(ty).and_then(|t| d.parse_type(t)) {
+                    out.insert(name.clone(), t);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// A declared type is a type name, or an object with a `type` key.
+fn declared_type(v: &Value) -> Option<&str> {
+    match v {
+        Value::String(s) => Some(s),
+        Value::Object(o) => o.get("type").and_then(Value::as_str),
+        _ => None,
+    }
+}
+
+/// Applies what each schema instruction declares to an existing table, as
+/// the policy allows; returns how many instructions were not (fully) applied.
+fn apply_declarations(
+    batch: &Batch,
+    table: &mut TableInfo,
+    add: &mut Vec<String>,
+    alter: &mut Vec<String>,
+    p: &Policy,
+) -> u64 {
+    let mut ignored = 0;
+    for item in &batch.items {
+        let Item::Schema { columns } = item else {
+            continue;
+        };
+        let mut skipped = false;
+        for (name, raw) in columns {
+            let Some(want) = declared_type(raw).and_then(|t| p.dialect.parse_type(t)) else {
+                continue;
+            };
+            match table.columns.iter_mut().find(|c| c.name == *name) {
+                None if p.drift.columns == ColumnsPolicy::Evolve
+                    && p.dialect.invalid_name(name).is_none() =>
+                {
+                    add.push(name.clone());
+                    table.columns.push(Column {
+                        name: name.clone(),
+                        ty: want,
+                        nullable: true,
+                    });
+                }
+                None => skipped = true,
+                Some(c) if holds(&c.ty, &want) => {}
+                Some(c) => match widen_to(&c.ty, &want, p.dialect) {
+                    Some(w) if p.drift.types == TypesPolicy::Widen => {
+                        c.ty = w;
+                        note(alter, add, name);
+                    }
+                    Some(_) | None => skipped = true,
+                },
+            }
+        }
+        ignored += u64::from(skipped);
+    }
+    ignored
+}
+
+/// Records an altered column, unless it is new in this plan anyway.
+fn note(alter: &mut Vec<String>, add: &[String], name: &str) {
+    if !add.iter().any(|a| a == name) && !alter.iter().any(|a| a == name) {
+        alter.push(name.to_string());
+    }
+}
+
+/// `types = widen`: widens each column until it holds every value the
+/// batch writes to it, or fails the batch at the first value no widening
+/// can hold.
+fn widen_for_values(
+    batch: &Batch,
+    table: &mut TableInfo,
+    add: &[String],
+    alter: &mut Vec<String>,
+    p: &Policy,
+) -> Result<(), PlanError> {
+    let index: HashMap<String, usize> = table
+        .index()
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+    for (i, item) in batch.items.iter().enumerate() {
+        let Item::Record(r) = item else { continue };
+        if p.mode == WriteMode::Upsert && r.op == Op::Delete {
+            continue;
+        }
+        if drops_row_for_columns(r, &index, p) {
+            continue;
+        }
+        for (k, v) in &r.fields {
+            let Some(&c) = index.get(k) else { continue };
+            let col = &mut table.columns[c];
+            if fits(&col.ty, v) {
+                continue;
+            }
+            let Some(w) = widen_for(&col.ty, v, p.dialect) else {
+                return Err(drift_value(i, col, v, p.dialect));
+            };
+            col.ty = w;
+            note(alter, add, k);
+        }
+    }
+    Ok(())
+}
+
+/// Whether the columns policy drops `r`: a field the table lacks, under
+/// `discard_rows`. Such a row must not widen anything.
+fn drops_row_for_columns(r: &Record, index: &HashMap<String, usize>, p: &Policy) -> bool {
+    p.drift.columns == ColumnsPolicy::DiscardRows
+        && r.fields
+            .iter()
+            .any(|(k, v)| !v.is_null() && !index.contains_key(k))
+}
+
+pub(super) fn drift_value(item: usize, col: &Column, v: &Value, d: Dialect) -> PlanError {
+    let mut shown = v.to_string();
+    if shown.len() > 80 {
+        let mut cut = 77;
+        while !shown.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        shown.truncate(cut);
+        shown.push_str("...");
+    }
+    PlanError::Drift {
+        item,
+        message: format!(
+            "value {shown} does not fit column {:?} of type {}, and the schema drift policy does not allow changing it",
+            col.name,
+            d.type_name(&col.ty)
+        ),
+    }
+}
+
+/// A small insertion-ordered map, enough for a batch's declared columns.
+mod indexmap_lite {
+    #[derive(Debug)]
+    pub struct Ordered<V> {
+        items: Vec<(String, V)>,
+    }
+
+    impl<V> Default for Ordered<V> {
+        fn default() -> Self {
+            Ordered { items: Vec::new() }
+        }
+    }
+
+    impl<V> Ordered<V> {
+        pub fn insert(&mut self, k: String, v: V) {
+            match self.items.iter_mut().find(|(n, _)| *n == k) {
+                Some(slot) => slot.1 = v,
+                None => self.items.push((k, v)),
+            }
+        }
+        pub fn get(&self, k: &str) -> Option<&V> {
+            self.items.iter().find(|(n, _)| n == k).map(|(_, v)| v)
+        }
+        pub fn contains_key(&self, k: &str) -> bool {
+            self.get(k).is_some()
+        }
+        pub fn iter(&self) -> impl Iterator<Item = (&str, &V)> {
+            self.items.iter().map(|(k, v)| (k.as_str(), v))
+        }
+    }
+}

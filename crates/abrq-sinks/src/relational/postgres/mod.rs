@@ -1,0 +1,198 @@
+//! The `postgres` engine: a small pool per destination, the catalog read,
+//! the ledger, and (in `write.rs`) one transaction per batch in which DDL,
+//! truncates and rows all commit or roll back together.
+
+pub mod errors;
+mod write;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
+
+use abrq_core::{BatchMeta, Destination};
+use async_trait::async_trait;
+use sqlx::postgres::{PgPool, PgPoolOptions};
+use sqlx::Row as _;
+use tokio::sync::OnceCell;
+
+use super::config::RelationalSettings;
+use super::destination::{Applied, Backend, RelationalDestination, Run, RunError};
+use super::errors::{DbError, Failure};
+use super::plan::Plan;
+use super::table::{Column, TableInfo};
+use super::types::{Dialect, SqlType};
+use super::LEDGER;
+use errors::db_error;
+
+pub type PostgresDestination = RelationalDestination<PgBackend>;
+
+pub struct PgBackend {
+    pool: OnceLock<PgPool>,
+    settings: Arc<RelationalSettings>,
+    /// The schema: configured, or the connection's current one.
+    schema: OnceCell<String>,
+    ledger_ready: AtomicBool,
+}
+
+/// Builds the destination without I/O (and without needing a runtime):
+/// the pool is made on first use and connects then.
+pub fn destination(settings: RelationalSettings) -> Arc<dyn Destination> {
+    let settings = Arc::new(settings);
+    let backend = PgBackend {
+        pool: OnceLock::new(),
+        settings: settings.clone(),
+        schema: OnceCell::new(),
+        ledger_ready: AtomicBool::new(false),
+    };
+    Arc::new(RelationalDestination::new(backend, settings))
+}
+
+const D: Dialect = Dialect::Postgres;
+
+impl PgBackend {
+    fn pool(&self) -> &PgPool {
+        self.pool.get_or_init(|| {
+            PgPoolOptions::new()
+                // one drain loop delivers one batch at a time; the second
+                // connection serves `check` and the row-finding pass
+                .max_connections(2)
+                .min_connections(0)
+                .acquire_timeout(self.settings.connect_timeout)
+                .connect_lazy_with(self.settings.pg_options())
+        })
+    }
+
+    async fn schema(&self) -> Result<&str, DbError> {
+        let s = self
+            .schema
+            .get_or_try_init(|| async {
+                if let Some(s) = &self.settings.schema {
+                    return Ok(s.clone());
+                }
+                let row: Option<String> = sqlx::query_scalar("SELECT current_schema()")
+                    .fetch_one(self.pool())
+                    .await
+                    .map_err(|e| db_error("read the current schema", e))?;
+                row.ok_or_else(|| DbError {
+                    op: "find a schema: search_path names none; set `schema`".into(),
+                    kind: Failure::Misconfigured,
+                    detail: None,
+                    source: sqlx::Error::Configuration("no current schema".into()),
+                })
+            })
+            .await?;
+        Ok(s.as_str())
+    }
+
+    async fn qualified(&self) -> Result<String, DbError> {
+        Ok(D.qualified(self.schema().await?, &self.settings.table))
+    }
+
+    async fn ledger(&self) -> Result<String, DbError> {
+        let name = D.qualified(self.schema().await?, LEDGER);
+        if !self.ledger_ready.load(Ordering::Relaxed) {
+            let sql = format!(
+                "CREATE TABLE IF NOT EXISTS {name} (\
+                 stream text NOT NULL, idempotency_key text NOT NULL, \
+                 applied_at timestamptz NOT NULL DEFAULT now(), \
+                 destination_table text NOT NULL, \
+                 PRIMARY KEY (stream, idempotency_key, destination_table))"
+            );
+            sqlx::query(&sql).execute(self.pool()).await.map_err(|e| {
+                let mut err = db_error(format!("create the ledger {name}"), e);
+                // two processes creating it at once collide in the
+                // catalog; the batch is not to blame
+                if err.kind.blames_a_row() {
+                    err.kind = Failure::ObjectExists;
+                }
+                err
+            })?;
+            self.ledger_ready.store(true, Ordering::Relaxed);
+        }
+        Ok(name)
+    }
+}
+
+#[async_trait]
+impl Backend for PgBackend {
+    fn kind(&self) -> &'static str {
+        "postgres"
+    }
+
+    async fn load_table(&self) -> Result<Option<TableInfo>, DbError> {
+        let schema = self.schema().await?;
+        let table = &self.settings.table;
+        let op = || format!("read the columns of {}", D.qualified(schema, table));
+        // indkey is an int2vector, indexed from 0: +1 keeps 0 for "no key"
+        let rows = sqlx::query(
+            "SELECT a.attname::text, format_type(a.atttypid, a.atttypmod), \
+                    format_type(a.atttypid, NULL), a.attnotnull, \
+                    coalesce(array_position(i.indkey::int2[], a.attnum) + 1, 0)::int4 \
+             FROM pg_class c \
+             JOIN pg_namespace n ON n.oid = c.relnamespace \
+             JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped \
+             LEFT JOIN pg_index i ON i.indrelid = c.oid AND i.indisprimary \
+             WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r', 'p') \
+             ORDER BY a.attnum",
+        )
+        .bind(schema)
+        .bind(table)
+        .fetch_all(self.pool())
+        .await
+        .map_err(|e| db_error(op(), e))?;
+        if rows.is_empty() {
+            return Ok(None);
+        }
+        let mut info = TableInfo::default();
+        let mut key: Vec<(i32, String)> = Vec::new();
+        for r in rows {
+            let get = |e| db_error(op(), e);
+            let name: String = r.try_get(0).map_err(get)?;
+            let full: String = r.try_get(1).map_err(get)?;
+            let base: String = r.try_get(2).map_err(get)?;
+            let not_null: bool = r.try_get(3).map_err(get)?;
+            let key_pos: i32 = r.try_get(4).map_err(get)?;
+            if key_pos > 0 {
+                key.push((key_pos, name.clone()));
+            }
+            let ty = D.parse_type(&full).unwrap_or(SqlType::Other {
+                name: full,
+                cast: base,
+            });
+            info.columns.push(Column {
+                name,
+                ty,
+                nullable: !not_null,
+            });
+        }
+        key.sort();
+        info.key = key.into_iter().map(|(_, n)| n).collect();
+        Ok(Some(info))
+    }
+
+    async fn apply(
+        &self,
+        meta: &BatchMeta,
+        plan: &Plan<'_>,
+        run: Run,
+    ) -> Result<Applied, RunError> {
+        let ledger = self.ledger().await?;
+        let table = self.qualified().await?;
+        write::apply(self.pool(), &ledger, &table, meta, plan, run).await
+    }
+
+    async fn connect(&self) -> Result<String, DbError> {
+        let version: String = sqlx::query_scalar("SHOW server_version")
+            .fetch_one(self.pool())
+            .await
+            .map_err(|e| db_error(format!("connect to {}", self.settings.endpoint()), e))?;
+        self.ledger().await?;
+        Ok(format!(
+            "PostgreSQL {version} at {}",
+            self.settings.endpoint()
+        ))
+    }
+
+    async fn table_name(&self) -> Result<String, DbError> {
+        self.qualified().await
+    }
+}

@@ -1,0 +1,142 @@
+//! Pass 3 of planning: every record converted for the table as it will
+//! be, the drift policy applied to what still does not fit (each discard
+//! counted), and the rows grouped into statements in batch order.
+
+use std::collections::HashMap;
+
+use abrq_core::config::{ColumnsPolicy, TruncatePolicy, TypesPolicy, WriteMode};
+use abrq_core::{Batch, Item, Op};
+use serde_json::{Map, Value};
+
+use super::group::Grouper;
+use super::plan::{drift_value, Counts, PlanError, Policy, Row, Step};
+use super::table::TableInfo;
+use super::types::{cell, Cell};
+
+/// Pass 3: every record converted for the final table, policy applied,
+/// grouped into statements in batch order.
+pub fn steps<'a>(
+    batch: &'a Batch,
+    table: &TableInfo,
+    p: &Policy,
+    counts: &mut Counts,
+) -> Result<Vec<Step<'a>>, PlanError> {
+    let index = table.index();
+    let key: Vec<usize> = table
+        .key
+        .iter()
+        .filter_map(|k| index.get(k.as_str()).copied())
+        .collect();
+    let upsert = p.mode == WriteMode::Upsert;
+    let mut out = Grouper::new(upsert, key.clone());
+    for (i, item) in batch.items.iter().enumerate() {
+        match item {
+            Item::Truncate => match p.truncate {
+                TruncatePolicy::Apply => out.truncate(),
+                TruncatePolicy::Ignore => counts.ignored_truncates += 1,
+            },
+            Item::Schema { .. } => {}
+            Item::Record(r) if upsert && r.op == Op::Delete => {
+                let cells = key_cells(i, &r.fields, table, &key)?;
+                out.delete(Row { item: i, cells });
+            }
+            Item::Record(r) => {
+                if let Some(row) = convert(i, &r.fields, table, &index, p, counts)? {
+                    if upsert {
+                        if let Some(k) = key
+                            .iter()
+                            .find(|k| !row.iter().any(|(c, v)| c == *k && *v != Cell::Null))
+                        {
+                            return Err(PlanError::Rejected {
+                                item: i,
+                                message: format!(
+                                    "upsert mode: the record has no value for key column {:?}",
+                                    table.columns[*k].name
+                                ),
+                            });
+                        }
+                    }
+                    out.write(i, row);
+                }
+            }
+        }
+    }
+    Ok(out.finish())
+}
+
+/// One record as (column, cell) pairs, or `None` when the policy drops it.
+fn convert<'a>(
+    i: usize,
+    fields: &'a Map<String, Value>,
+    table: &TableInfo,
+    index: &HashMap<&str, usize>,
+    p: &Policy,
+    counts: &mut Counts,
+) -> Result<Option<Vec<(usize, Cell<'a>)>>, PlanError> {
+    let mut row = Vec::with_capacity(fields.len());
+    let mut dropped_values = 0;
+    for (k, v) in fields {
+        let Some(&c) = index.get(k.as_str()) else {
+            if v.is_null() {
+                continue; // an absent value and a null one are the same row
+            }
+            match p.drift.columns {
+                ColumnsPolicy::DiscardValues => {
+                    dropped_values += 1;
+                    continue;
+                }
+                ColumnsPolicy::DiscardRows => {
+                    counts.dropped_rows += 1;
+                    return Ok(None);
+                }
+                ColumnsPolicy::Freeze | ColumnsPolicy::Evolve => {
+                    return Err(PlanError::Drift {
+                        item: i,
+                        message: format!("field {k:?} is not a column of the table, and the schema drift policy does not allow adding it"),
+                    });
+                }
+            }
+        };
+        let col = &table.columns[c];
+        match cell(&col.ty, v) {
+            Some(cell) => row.push((c, cell)),
+            None => match p.drift.types {
+                TypesPolicy::DiscardValues => {
+                    dropped_values += 1;
+                    row.push((c, Cell::Null));
+                }
+                TypesPolicy::DiscardRows => {
+                    counts.dropped_rows += 1;
+                    return Ok(None);
+                }
+                TypesPolicy::Freeze | TypesPolicy::Widen => {
+                    return Err(drift_value(i, col, v, p.dialect))
+                }
+            },
+        }
+    }
+    counts.dropped_values += dropped_values;
+    Ok(Some(row))
+}
+
+/// The key of a delete record, converted for the key columns.
+fn key_cells<'a>(
+    i: usize,
+    fields: &'a Map<String, Value>,
+    table: &TableInfo,
+    key: &[usize],
+) -> Result<Vec<Cell<'a>>, PlanError> {
+    key.iter()
+        .map(|&c| {
+            let col = &table.columns[c];
+            let reject = |what: &str| PlanError::Rejected {
+                item: i,
+                message: format!("delete record: {what} for key column {:?}", col.name),
+            };
+            match fields.get(&col.name) {
+                None | Some(Value::Null) => Err(reject("no value")),
+                Some(v) => cell(&col.ty, v).ok_or_else(|| reject("a value of the wrong type")),
+            }
+        })
+        .collect()
+}

@@ -1,0 +1,47 @@
+//! A table as the catalog describes it, and what abrq creates.
+
+use std::collections::HashMap;
+
+use super::types::SqlType;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Column {
+    pub name: String,
+    pub ty: SqlType,
+    pub nullable: bool,
+}
+
+/// The columns in catalog order and the primary key (empty: none).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct TableInfo {
+    pub columns: Vec<Column>,
+    pub key: Vec<String>,
+}
+
+impl TableInfo {
+    pub fn index(&self) -> HashMap<&str, usize> {
+        self.columns
+            .iter()
+            .enumerate()
+            .map(|(i, c)| (c.name.as_str(), i))
+            .collect()
+    }
+
+    pub fn column(&self, name: &str) -> Option<&Column> {
+        self.columns.iter().find(|c| c.name == name)
+    }
+
+    /// One line for `check`: `id bigint, name text; primary key (id)`.
+    pub fn describe(&self, type_name: impl Fn(&SqlType) -> String) -> String {
+        let cols: Vec<String> = self
+            .columns
+            .iter()
+            .map(|c| format!("{} {}", c.name, type_name(&c.ty)))
+            .collect();
+        let mut out = cols.join(", ");
+        if !self.key.is_empty() {
+            out.push_str(&format!("; primary key ({})", self.key.join(", ")));
+        }
+        out
+    }
+}

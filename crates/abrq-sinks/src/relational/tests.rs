@@ -1,0 +1,293 @@
+//! The drift policies and statement grouping, without a database. The
+//! same behaviour against real servers is in `tests/relational_*.rs`.
+
+use abrq_core::config::{ColumnsPolicy, SchemaDrift, TruncatePolicy, TypesPolicy, WriteMode};
+use abrq_core::{idempotency_key, Batch, BatchMeta, Item, Op, Record};
+use chrono::Utc;
+use serde_json::{json, Map, Value};
+
+use super::plan::{plan, Counts, Plan, PlanError, Policy, Step};
+use super::table::{Column, TableInfo};
+use super::types::{Cell, Dialect, SqlType};
+
+fn rec(op: Op, v: Value) -> Item {
+    let Value::Object(fields) = v else {
+        unreachable!("test records are objects")
+    };
+    Item::Record(Record { op, fields })
+}
+
+fn ins(v: Value) -> Item {
+    rec(Op::Insert, v)
+}
+
+fn batch(items: Vec<Item>) -> Batch {
+    Batch {
+        meta: BatchMeta {
+            stream: "s".into(),
+            seq: 1,
+            idempotency_key: idempotency_key(uuid::Uuid::nil(), 1),
+            staged_at: Utc::now(),
+            records: 0,
+            bytes: 0,
+        },
+        items,
+    }
+}
+
+fn policy(columns: ColumnsPolicy, types: TypesPolicy) -> Policy {
+    Policy {
+        dialect: Dialect::Postgres,
+        drift: SchemaDrift { columns, types },
+        truncate: TruncatePolicy::Apply,
+        mode: WriteMode::Append,
+        key: vec![],
+    }
+}
+
+fn default_policy() -> Policy {
+    policy(ColumnsPolicy::Evolve, TypesPolicy::Widen)
+}
+
+/// Table `(id bigint, name varchar(5))`, key `id`.
+fn table() -> TableInfo {
+    TableInfo {
+        columns: vec![
+            Column {
+                name: "id".into(),
+                ty: SqlType::Int(64),
+                nullable: false,
+            },
+            Column {
+                name: "name".into(),
+                ty: SqlType::Text(Some(5)),
+                nullable: true,
+            },
+        ],
+        key: vec!["id".into()],
+    }
+}
+
+/// Every written row as (item, cells).
+fn written<'a>(p: &'a Plan<'a>) -> Vec<(usize, &'a [Cell<'a>])> {
+    p.steps
+        .iter()
+        .flat_map(|s| match s {
+            Step::Write { rows, .. } => rows.iter().map(|r| (r.item, r.cells.as_slice())).collect(),
+            Step::Truncate | Step::Delete { .. } => vec![],
+        })
+        .collect()
+}
+
+#[test]
+fn a_missing_table_is_created_from_the_batch() {
+    let b = batch(vec![
+        ins(json!({"id": 1, "at": "2024-01-01T00:00:00Z", "doc": {"a": 1}, "none": null})),
+        ins(json!({"id": 2.5, "flag": true})),
+        Item::Schema {
+            columns: obj(json!({"code": "varchar(3)", "id": "bigint"})),
+        },
+    ]);
+    let p = plan(&b, None, &default_policy()).unwrap();
+    assert!(p.create);
+    let cols: Vec<(&str, &SqlType)> = p
+        .table
+        .columns
+        .iter()
+        .map(|c| (c.name.as_str(), &c.ty))
+        .collect();
+    // declared types win and come first (2.5 widens the declared bigint to
+    // numeric); the null-only field waits for a value
+    assert_eq!(
+        cols,
+        vec![
+            ("code", &SqlType::Text(Some(3))),
+            ("id", &SqlType::Numeric(None)),
+            ("at", &SqlType::Timestamp),
+            ("doc", &SqlType::Json),
+            ("flag", &SqlType::Bool),
+        ]
+    );
+    assert_eq!(p.steps.len(), 1);
+}
+
+fn obj(v: Value) -> Map<String, Value> {
+    match v {
+        Value::Object(m) => m,
+        _ => unreachable!(),
+    }
+}
+
+#[test]
+fn evolve_adds_columns_and_widen_alters_them() {
+    let b = batch(vec![
+        ins(json!({"id": 1, "name": "toolongname", "extra": 7})),
+        ins(json!({"id": 2})),
+    ]);
+    let p = plan(&b, Some(&table()), &default_policy()).unwrap();
+    assert_eq!(p.add, vec!["extra".to_string()]);
+    assert_eq!(p.alter, vec!["name".to_string()]);
+    assert_eq!(p.table.column("name").unwrap().ty, SqlType::Text(None));
+    assert_eq!(p.counts, Counts::default());
+    let rows = written(&p);
+    assert_eq!(rows.len(), 2);
+    // append mode: one statement over the union, NULL where a field is absent
+    assert_eq!(rows[1].1, &[Cell::Int(2), Cell::Null, Cell::Null]);
+}
+
+#[test]
+fn discard_values_and_rows_are_counted() {
+    let b = batch(vec![
+        ins(json!({"id": 1, "extra": 7, "more": "x"})),
+        ins(json!({"id": 2, "name": "toolongname"})),
+        ins(json!({"id": 3, "name": "ok", "extra": null})),
+    ]);
+    let p = plan(
+        &b,
+        Some(&table()),
+        &policy(ColumnsPolicy::DiscardValues, TypesPolicy::DiscardValues),
+    )
+    .unwrap();
+    assert!(!p.has_ddl());
+    assert_eq!(p.counts.dropped_values, 3);
+    assert_eq!(written(&p)[1].1, &[Cell::Int(2), Cell::Null]);
+
+    let p = plan(
+        &b,
+        Some(&table()),
+        &policy(ColumnsPolicy::DiscardRows, TypesPolicy::DiscardRows),
+    )
+    .unwrap();
+    assert_eq!((p.counts.dropped_rows, p.counts.dropped_values), (2, 0));
+    assert_eq!(written(&p).iter().map(|r| r.0).collect::<Vec<_>>(), vec![2]);
+}
+
+#[test]
+fn freeze_blocks_at_the_record() {
+    let b = batch(vec![
+        ins(json!({"id": 1})),
+        ins(json!({"id": 2, "extra": 1})),
+    ]);
+    match plan(
+        &b,
+        Some(&table()),
+        &policy(ColumnsPolicy::Freeze, TypesPolicy::Widen),
+    ) {
+        Err(PlanError::Drift { item: 1, message }) => {
+            assert!(message.contains("extra"), "{message}")
+        }
+        other => panic!("{other:?}"),
+    }
+    let b = batch(vec![ins(json!({"id": 1, "name": "toolongname"}))]);
+    match plan(
+        &b,
+        Some(&table()),
+        &policy(ColumnsPolicy::Evolve, TypesPolicy::Freeze),
+    ) {
+        Err(PlanError::Drift { item: 0, message }) => {
+            assert!(message.contains("varchar(5)"), "{message}")
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn widen_without_a_path_is_drift() {
+    let b = batch(vec![ins(json!({"id": "not a number"}))]);
+    assert!(matches!(
+        plan(&b, Some(&table()), &default_policy()),
+        Err(PlanError::Drift { item: 0, .. })
+    ));
+}
+
+#[test]
+fn truncates_stay_in_order_or_are_counted() {
+    let b = batch(vec![
+        ins(json!({"id": 1})),
+        Item::Truncate,
+        ins(json!({"id": 2})),
+    ]);
+    let p = plan(&b, Some(&table()), &default_policy()).unwrap();
+    assert!(matches!(
+        p.steps.as_slice(),
+        [Step::Write { .. }, Step::Truncate, Step::Write { .. }]
+    ));
+    let mut pol = default_policy();
+    pol.truncate = TruncatePolicy::Ignore;
+    let p = plan(&b, Some(&table()), &pol).unwrap();
+    assert_eq!(p.counts.ignored_truncates, 1);
+    assert!(matches!(p.steps.as_slice(), [Step::Write { rows, .. }] if rows.len() == 2));
+}
+
+#[test]
+fn upsert_groups_by_shape_dedupes_keys_and_deletes_in_order() {
+    let mut pol = default_policy();
+    pol.mode = WriteMode::Upsert;
+    let b = batch(vec![
+        ins(json!({"id": 1, "name": "a"})),
+        rec(Op::Update, json!({"id": 1, "name": "b"})),
+        rec(Op::Update, json!({"id": 2})),
+        rec(Op::Delete, json!({"id": 1})),
+        ins(json!({"id": 1, "name": "c"})),
+    ]);
+    let p = plan(&b, Some(&table()), &pol).unwrap();
+    match p.steps.as_slice() {
+        [Step::Write {
+            rows: a,
+            upsert: true,
+            ..
+        }, Step::Write { rows: b, .. }, Step::Delete { rows: d }, Step::Write { rows: c, .. }] => {
+            assert_eq!(a.iter().map(|r| r.item).collect::<Vec<_>>(), vec![1]);
+            assert_eq!(b[0].cells, vec![Cell::Int(2)]);
+            assert_eq!(d[0].cells, vec![Cell::Int(1)]);
+            assert_eq!(c[0].item, 4);
+        }
+        other => panic!("{other:?}"),
+    }
+    let b = batch(vec![rec(Op::Delete, json!({"name": "x"}))]);
+    assert!(matches!(
+        plan(&b, Some(&table()), &pol),
+        Err(PlanError::Rejected { item: 0, .. })
+    ));
+    let mut keyless = table();
+    keyless.key.clear();
+    let b = batch(vec![ins(json!({"id": 1}))]);
+    assert!(matches!(
+        plan(&b, Some(&keyless), &pol),
+        Err(PlanError::NoKey(_))
+    ));
+    assert!(matches!(plan(&b, None, &pol), Err(PlanError::NoKey(_))));
+}
+
+#[test]
+fn schema_instructions_widen_or_are_counted_as_ignored() {
+    let b = batch(vec![Item::Schema {
+        columns: obj(json!({"id": "bigint", "name": "text", "new": "int"})),
+    }]);
+    let p = plan(&b, Some(&table()), &default_policy()).unwrap();
+    assert_eq!(p.alter, vec!["name".to_string()]);
+    assert_eq!(p.add, vec!["new".to_string()]);
+    assert_eq!(p.counts.ignored_schemas, 0);
+    let p = plan(
+        &b,
+        Some(&table()),
+        &policy(ColumnsPolicy::Freeze, TypesPolicy::Freeze),
+    )
+    .unwrap();
+    assert!(!p.has_ddl());
+    assert_eq!(p.counts.ignored_schemas, 1);
+}
+
+#[test]
+fn bad_field_names_are_rejected_not_truncated() {
+    let mut fields = Map::new();
+    fields.insert("x".repeat(64), json!(1));
+    let b = batch(vec![
+        ins(json!({"id": 1})),
+        Item::Record(Record::insert(fields)),
+    ]);
+    assert!(matches!(
+        plan(&b, Some(&table()), &default_policy()),
+        Err(PlanError::Rejected { item: 1, .. })
+    ));
+}

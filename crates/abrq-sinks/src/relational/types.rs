@@ -1,0 +1,413 @@
+//! Column types as abrq reasons about them, for both engines: what a JSON
+//! value needs, whether a column can hold a value, and the widening chain
+//! (int -> bigint -> numeric, real -> double, numeric(p,s) -> numeric,
+//! varchar(n) -> text) along which every old value stays representable.
+
+use std::borrow::Cow;
+
+use chrono::{DateTime, NaiveDateTime, Utc};
+use serde_json::Value;
+
+/// A column type. `Other` is a type abrq does not model (uuid, date, an
+/// enum...): values are sent as text and the server converts them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SqlType {
+    Bool,
+    /// Signed integer of 16, 32 or 64 bits.
+    Int(u8),
+    /// Approximate number of 32 or 64 bits.
+    Float(u8),
+    /// Exact number; `None` is unbounded (MySQL has no such thing and uses
+    /// its widest decimal instead, see [`Dialect::unbounded_numeric`]).
+    Numeric(Option<(u32, u32)>),
+    /// Text with an optional length limit in characters.
+    Text(Option<u32>),
+    /// An instant: `timestamptz` in PostgreSQL, UTC `datetime(6)` in MySQL.
+    Timestamp,
+    Json,
+    /// `name` is the full type as the catalog spells it; `cast` the type to
+    /// cast text to (PostgreSQL needs one for non-text types).
+    Other {
+        name: String,
+        cast: String,
+    },
+}
+
+/// The engines' spellings. Type names and quoting live in `dialect.rs`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dialect {
+    Postgres,
+    Mysql,
+}
+
+impl Dialect {
+    /// The widest exact numeric the engine has.
+    pub fn unbounded_numeric(self) -> SqlType {
+        match self {
+            Dialect::Postgres => SqlType::Numeric(None),
+            Dialect::Mysql => SqlType::Numeric(Some((65, 30))),
+        }
+    }
+}
+
+/// One value ready to bind, converted for its column's type.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Cell<'a> {
+    Null,
+    Bool(bool),
+    Int(i64),
+    Float(f64),
+    /// An exact number as decimal text.
+    Decimal(String),
+    Text(Cow<'a, str>),
+    Ts(DateTime<Utc>),
+    Json(&'a Value),
+}
+
+impl Cell<'_> {
+    /// Rough size on the wire, for keeping statements under packet limits.
+    pub fn wire_len(&self) -> usize {
+        match self {
+            Cell::Null | Cell::Bool(_) => 1,
+            Cell::Int(_) | Cell::Float(_) | Cell::Ts(_) => 8,
+            Cell::Decimal(s) => s.len(),
+            Cell::Text(s) => s.len(),
+            // serialised length is not known without serialising; a JSON
+            // value is bounded by the batch's bytes, so estimate generously
+            Cell::Json(v) => json_len(v),
+        }
+    }
+}
+
+fn json_len(v: &Value) -> usize {
+    match v {
+        Value::Null | Value::Bool(_) => 5,
+        Value::Number(_) => 24,
+        Value::String(s) => s.len() + 2,
+        Value::Array(a) => 2 + a.iter().map(|x| json_len(x) + 1).sum::<usize>(),
+        Value::Object(o) => {
+            2 + o
+                .iter()
+                .map(|(k, x)| k.len() + 4 + json_len(x))
+                .sum::<usize>()
+        }
+    }
+}
+
+/// The type a lone JSON value asks for; `None` for null, which fits any
+/// nullable column and never drives a schema change.
+pub fn natural(v: &Value, d: Dialect) -> Option<SqlType> {
+    match v {
+        Value::Null => None,
+        Value::Bool(_) => Some(SqlType::Bool),
+        Value::Number(n) if n.is_i64() => Some(SqlType::Int(64)),
+        Value::Number(n) if n.is_u64() => Some(d.unbounded_numeric()),
+        Value::Number(_) => Some(SqlType::Float(64)),
+        Value::String(s) if parse_timestamp(s).is_some() => Some(SqlType::Timestamp),
+        Value::String(_) => Some(SqlType::Text(None)),
+        Value::Array(_) | Value::Object(_) => Some(SqlType::Json),
+    }
+}
+
+/// RFC 3339 with an offset, or a bare `YYYY-MM-DD[T ]HH:MM:SS[.f]` taken
+/// as UTC (what MySQL `datetime` sources emit).
+pub fn parse_timestamp(s: &str) -> Option<DateTime<Utc>> {
+    // cheap reject first: most text is not a date
+    let b = s.as_bytes();
+    if b.len() < 19 || b[4] != b'-' || b[7] != b'-' || !b[0].is_ascii_digit() {
+        return None;
+    }
+    if let Ok(t) = DateTime::parse_from_rfc3339(s) {
+        return Some(t.with_timezone(&Utc));
+    }
+    ["%Y-%m-%d %H:%M:%S%.f", "%Y-%m-%dT%H:%M:%S%.f"]
+        .iter()
+        .find_map(|f| NaiveDateTime::parse_from_str(s, f).ok())
+        .map(|n| n.and_utc())
+}
+
+/// Bits 8 and 24 are MySQL's tinyint and mediumint.
+fn int_range(bits: u8) -> (i64, i64) {
+    if bits >= 64 {
+        return (i64::MIN, i64::MAX);
+    }
+    let half = 1i64 << (bits - 1);
+    (-half, half - 1)
+}
+
+/// Decimal digits an integer type needs, for numeric(p,s) containment.
+fn int_digits(bits: u8) -> u32 {
+    let (_, hi) = int_range(bits);
+    hi.to_string().len() as u32
+}
+
+/// The number as plain decimal text, never in exponent form.
+fn decimal_text(n: &serde_json::Number) -> String {
+    match (n.as_i64(), n.as_u64(), n.as_f64()) {
+        (Some(i), _, _) => i.to_string(),
+        (None, Some(u), _) => u.to_string(),
+        (None, None, Some(f)) => format!("{f}"),
+        // unreachable without serde_json's arbitrary_precision
+        (None, None, None) => n.to_string(),
+    }
+}
+
+fn as_int(n: &serde_json::Number) -> Option<i64> {
+    n.as_i64().or_else(|| {
+        // an integral float (3.0) is an integer to a database
+        let f = n.as_f64()?;
+        (f.fract() == 0.0 && f.abs() < 9.0e18).then_some(f as i64)
+    })
+}
+
+fn digits_fit(text: &str, p: u32, s: u32) -> bool {
+    let t = text.trim_start_matches('-');
+    let (int, frac) = t.split_once('.').unwrap_or((t, ""));
+    let int = int.trim_start_matches('0');
+    let frac = frac.trim_end_matches('0');
+    int.len() as u32 <= p.saturating_sub(s) && frac.len() as u32 <= s
+}
+
+/// The value as a column of this type would need it as text.
+fn text_of(v: &Value) -> Cow<'_, str> {
+    match v {
+        Value::String(s) => Cow::Borrowed(s),
+        Value::Bool(b) => Cow::Borrowed(if *b { "true" } else { "false" }),
+        Value::Number(n) => Cow::Owned(decimal_text(n)),
+        Value::Null => Cow::Borrowed(""),
+        Value::Array(_) | Value::Object(_) => Cow::Owned(v.to_string()),
+    }
+}
+
+/// Converts `v` for a column of type `ty`; `None` when the column cannot
+/// hold it (a type drift).
+pub fn cell<'a>(ty: &SqlType, v: &'a Value) -> Option<Cell<'a>> {
+    if v.is_null() {
+        return Some(Cell::Null);
+    }
+    match (ty, v) {
+        (SqlType::Bool, Value::Bool(b)) => Some(Cell::Bool(*b)),
+        (SqlType::Int(bits), Value::Number(n)) => {
+            let (lo, hi) = int_range(*bits);
+            as_int(n).filter(|i| (lo..=hi).contains(i)).map(Cell::Int)
+        }
+        (SqlType::Float(bits), Value::Number(n)) => {
+            let f = n.as_f64()?;
+            (*bits == 64 || (f as f32).is_finite()).then_some(Cell::Float(f))
+        }
+        (SqlType::Numeric(limit), Value::Number(n)) => {
+            let text = decimal_text(n);
+            match limit {
+                Some((p, s)) if !digits_fit(&text, *p, *s) => None,
+                Some(_) | None => Some(Cell::Decimal(text)),
+            }
+        }
+        (SqlType::Text(limit), v) => {
+            let t = text_of(v);
+            match limit {
+                Some(n) if t.chars().count() > *n as usize => None,
+                Some(_) | None => Some(Cell::Text(t)),
+            }
+        }
+        (SqlType::Timestamp, Value::String(s)) => parse_timestamp(s).map(Cell::Ts),
+        (SqlType::Json, v) => Some(Cell::Json(v)),
+        (SqlType::Other { .. }, v) => Some(Cell::Text(text_of(v))),
+        (
+            SqlType::Bool
+            | SqlType::Int(_)
+            | SqlType::Float(_)
+            | SqlType::Numeric(_)
+            | SqlType::Timestamp,
+            _,
+        ) => None,
+    }
+}
+
+/// Whether `ty` can hold `v` as it is.
+pub fn fits(ty: &SqlType, v: &Value) -> bool {
+    cell(ty, v).is_some()
+}
+
+/// The types `ty` may be altered to without losing any stored value,
+/// narrowest first. Anything else would need a lossy conversion.
+fn chain(ty: &SqlType, d: Dialect) -> Vec<SqlType> {
+    match ty {
+        SqlType::Int(bits) => [16, 32, 64]
+            .into_iter()
+            .filter(|b| b > bits)
+            .map(SqlType::Int)
+            .chain([d.unbounded_numeric()])
+            .collect(),
+        SqlType::Float(32) => vec![SqlType::Float(64)],
+        SqlType::Numeric(Some(_)) if *ty != d.unbounded_numeric() => vec![d.unbounded_numeric()],
+        SqlType::Text(Some(_)) => vec![SqlType::Text(None)],
+        SqlType::Bool
+        | SqlType::Float(_)
+        | SqlType::Numeric(_)
+        | SqlType::Text(None)
+        | SqlType::Timestamp
+        | SqlType::Json
+        | SqlType::Other { .. } => vec![],
+    }
+}
+
+/// The narrowest widening of `ty` that holds `v`, if there is one.
+pub fn widen_for(ty: &SqlType, v: &Value, d: Dialect) -> Option<SqlType> {
+    chain(ty, d).into_iter().find(|t| fits(t, v))
+}
+
+/// Whether every value of type `b` is a value of type `a`.
+pub fn holds(a: &SqlType, b: &SqlType) -> bool {
+    use SqlType::*;
+    match (a, b) {
+        _ if a == b => true,
+        (Int(x), Int(y)) | (Float(x), Float(y)) => x >= y,
+        (Numeric(None), Int(_) | Numeric(_) | Float(_)) => true,
+        (Numeric(Some((p, s))), Int(w)) => p.saturating_sub(*s) >= int_digits(*w),
+        (Numeric(Some((p1, s1))), Numeric(Some((p2, s2)))) => {
+            s1 >= s2 && p1.saturating_sub(*s1) >= p2.saturating_sub(*s2)
+        }
+        // approximate columns take any number, as the engines do
+        (Numeric(Some(_)), Float(_)) | (Float(_), Int(_) | Numeric(_)) => true,
+        (Text(None), Text(_)) => true,
+        (Text(Some(n)), Text(Some(m))) => n >= m,
+        (Json, _) => true,
+        _ => false,
+    }
+}
+
+/// The narrowest widening of `ty` that holds every value of `want`.
+pub fn widen_to(ty: &SqlType, want: &SqlType, d: Dialect) -> Option<SqlType> {
+    chain(ty, d).into_iter().find(|t| holds(t, want))
+}
+
+/// The type for a new column that must hold values of both types: the
+/// wider one, a common widening, or text (json when either side is json).
+pub fn join(a: &SqlType, b: &SqlType, d: Dialect) -> SqlType {
+    if holds(a, b) {
+        return a.clone();
+    }
+    if holds(b, a) {
+        return b.clone();
+    }
+    let common = chain(a, d)
+        .into_iter()
+        .chain(chain(b, d))
+        .find(|t| holds(t, a) && holds(t, b));
+    match common {
+        Some(t) => t,
+        None if *a == SqlType::Json || *b == SqlType::Json => SqlType::Json,
+        None => SqlType::Text(None),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    const PG: Dialect = Dialect::Postgres;
+
+    #[test]
+    fn natural_types() {
+        assert_eq!(natural(&json!(1), PG), Some(SqlType::Int(64)));
+        assert_eq!(natural(&json!(u64::MAX), PG), Some(SqlType::Numeric(None)));
+        assert_eq!(natural(&json!(1.5), PG), Some(SqlType::Float(64)));
+        assert_eq!(
+            natural(&json!("2024-01-02T03:04:05+01:00"), PG),
+            Some(SqlType::Timestamp)
+        );
+        assert_eq!(
+            natural(&json!("2024-01-02 03:04:05.25"), PG),
+            Some(SqlType::Timestamp)
+        );
+        assert_eq!(natural(&json!("2024-01-02"), PG), Some(SqlType::Text(None)));
+        assert_eq!(natural(&json!({"a": 1}), PG), Some(SqlType::Json));
+        assert_eq!(natural(&json!(null), PG), None);
+    }
+
+    #[test]
+    fn fits_respects_ranges_and_lengths() {
+        assert!(fits(&SqlType::Int(32), &json!(i32::MAX)));
+        assert!(!fits(&SqlType::Int(32), &json!(i64::from(i32::MAX) + 1)));
+        assert!(fits(&SqlType::Int(64), &json!(3.0)));
+        assert!(!fits(&SqlType::Int(64), &json!(3.5)));
+        assert!(!fits(&SqlType::Int(64), &json!(u64::MAX)));
+        assert!(fits(&SqlType::Text(Some(3)), &json!("äöü")));
+        assert!(!fits(&SqlType::Text(Some(3)), &json!("abcd")));
+        assert!(fits(&SqlType::Numeric(Some((5, 2))), &json!(123.45)));
+        assert!(!fits(&SqlType::Numeric(Some((5, 2))), &json!(1234.5)));
+        assert!(!fits(&SqlType::Numeric(Some((5, 2))), &json!(1.125)));
+        assert!(!fits(&SqlType::Timestamp, &json!("soon")));
+        assert!(fits(&SqlType::Json, &json!("anything")));
+        assert!(fits(&SqlType::Bool, &json!(null)));
+        assert!(!fits(&SqlType::Bool, &json!(1)));
+    }
+
+    #[test]
+    fn widening_follows_the_chain() {
+        assert_eq!(
+            widen_for(&SqlType::Int(32), &json!(1i64 << 40), PG),
+            Some(SqlType::Int(64))
+        );
+        assert_eq!(
+            widen_for(&SqlType::Int(64), &json!(2.5), PG),
+            Some(SqlType::Numeric(None))
+        );
+        assert_eq!(
+            widen_for(&SqlType::Int(64), &json!(u64::MAX), Dialect::Mysql),
+            Some(SqlType::Numeric(Some((65, 30))))
+        );
+        assert_eq!(
+            widen_for(&SqlType::Text(Some(2)), &json!("abc"), PG),
+            Some(SqlType::Text(None))
+        );
+        assert_eq!(widen_for(&SqlType::Int(64), &json!("abc"), PG), None);
+        assert_eq!(widen_for(&SqlType::Timestamp, &json!("abc"), PG), None);
+        assert_eq!(widen_for(&SqlType::Bool, &json!(1), PG), None);
+    }
+
+    #[test]
+    fn declared_types_widen_and_join() {
+        assert_eq!(
+            widen_to(&SqlType::Int(32), &SqlType::Int(64), PG),
+            Some(SqlType::Int(64))
+        );
+        assert_eq!(widen_to(&SqlType::Int(64), &SqlType::Text(None), PG), None);
+        assert!(holds(&SqlType::Int(64), &SqlType::Int(32)));
+        assert_eq!(
+            join(&SqlType::Int(64), &SqlType::Float(64), PG),
+            SqlType::Float(64)
+        );
+        assert_eq!(
+            join(&SqlType::Bool, &SqlType::Int(64), PG),
+            SqlType::Text(None)
+        );
+        assert_eq!(join(&SqlType::Json, &SqlType::Int(64), PG), SqlType::Json);
+        assert_eq!(
+            join(&SqlType::Timestamp, &SqlType::Text(None), PG),
+            SqlType::Text(None)
+        );
+    }
+
+    #[test]
+    fn cells_convert() {
+        assert_eq!(
+            cell(&SqlType::Text(None), &json!(12)),
+            Some(Cell::Text("12".into()))
+        );
+        assert_eq!(
+            cell(&SqlType::Numeric(None), &json!(0.1)),
+            Some(Cell::Decimal("0.1".into()))
+        );
+        assert_eq!(
+            cell(&SqlType::Numeric(None), &json!(1e21)),
+            Some(Cell::Decimal("1000000000000000000000".into()))
+        );
+        let v = json!({"a": [1]});
+        assert_eq!(
+            cell(&SqlType::Text(None), &v),
+            Some(Cell::Text("{\"a\":[1]}".into()))
+        );
+    }
+}

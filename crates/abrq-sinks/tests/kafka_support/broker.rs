@@ -1,0 +1,73 @@
+//! A second tansu broker of the test's own, behind a [`Proxy`]. The shared
+//! broker of scripts/services.sh advertises its own address, so a client
+//! bootstrapped through a proxy would reconnect around it; this one
+//! advertises the proxy's port, so cutting the proxy cuts the client off.
+
+use std::net::TcpListener;
+use std::process::Stdio;
+use std::time::Duration;
+
+use tokio::process::{Child, Command};
+use tokio::time::{sleep, Instant};
+
+use super::proxy::Proxy;
+
+pub struct ProxiedBroker {
+    pub proxy: Proxy,
+    _broker: Child,
+}
+
+impl ProxiedBroker {
+    /// `ABRQ_TEST_TANSU` or the binary scripts/services.sh installed.
+    pub async fn start() -> ProxiedBroker {
+        let tansu = std::env::var("ABRQ_TEST_TANSU").unwrap_or_else(|_| {
+            abrq_testkit::cache_dir()
+                .join("tansu/bin/tansu")
+                .display()
+                .to_string()
+        });
+        let proxy = Proxy::bind();
+        let port = free_port();
+        let broker = Command::new(&tansu)
+            .arg("broker")
+            .arg("--listener-url")
+            .arg(format!("tcp://127.0.0.1:{port}"))
+            .arg("--advertised-listener-url")
+            .arg(format!("tcp://127.0.0.1:{}", proxy.port()))
+            .arg("--storage-engine")
+            .arg("memory://tansu/")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap_or_else(|e| {
+                panic!("start {tansu} (scripts/services.sh up kafka installs it): {e}")
+            });
+        let target = format!("127.0.0.1:{port}");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while tokio::net::TcpStream::connect(&target).await.is_err() {
+            assert!(
+                Instant::now() < deadline,
+                "tansu did not listen on {target}"
+            );
+            sleep(Duration::from_millis(100)).await;
+        }
+        proxy.forward_to(target);
+        ProxiedBroker {
+            proxy,
+            _broker: broker,
+        }
+    }
+
+    pub fn brokers(&self) -> String {
+        format!("127.0.0.1:{}", self.proxy.port())
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}

@@ -1,0 +1,194 @@
+//! Shared by the kafka_* tests: a fresh 4-partition topic, the destination
+//! under test, batches, reading a topic back, and Java's murmur2.
+
+#![allow(dead_code)] // each test binary uses a different part
+
+pub mod broker;
+pub mod proxy;
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use abrq_core::{idempotency_key, Batch, BatchMeta, Item, Record};
+use abrq_sinks::kafka::{KafkaDestination, KafkaSettings};
+use abrq_testkit::names;
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{Consumer, StreamConsumer};
+use rdkafka::message::{Headers, Message};
+use rdkafka::{Offset, TopicPartitionList};
+use serde_json::{json, Value};
+use tokio::time::{timeout, Instant};
+
+pub const PARTITIONS: i32 = 4;
+
+/// A new topic with [`PARTITIONS`] partitions on `brokers`.
+pub async fn create_topic(brokers: &str, prefix: &str) -> String {
+    let topic = names::topic(prefix);
+    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+        .set("bootstrap.servers", brokers)
+        .create()
+        .expect("admin client");
+    let options = AdminOptions::new().request_timeout(Some(Duration::from_secs(20)));
+    let results = admin
+        .create_topics(
+            &[NewTopic::new(
+                &topic,
+                PARTITIONS,
+                TopicReplication::Fixed(1),
+            )],
+            &options,
+        )
+        .await
+        .unwrap_or_else(|e| panic!("kafka at {brokers} is unreachable: {e}"));
+    for r in results {
+        r.unwrap_or_else(|(name, code)| panic!("create topic {name}: {code}"));
+    }
+    topic
+}
+
+pub fn settings(brokers: &str, topic: &str, partition_key: Option<&str>) -> KafkaSettings {
+    KafkaSettings {
+        stream: "orders".into(),
+        destination: "kafka-test".into(),
+        brokers: brokers.into(),
+        topic: topic.into(),
+        partition_key: partition_key.map(str::to_string),
+        username: None,
+        password: None,
+        message_timeout: Duration::from_secs(30),
+        linger: Duration::from_millis(5),
+        overrides: Vec::new(),
+    }
+}
+
+pub fn destination(settings: KafkaSettings) -> KafkaDestination {
+    KafkaDestination::new(settings)
+}
+
+/// Records `first..first+n`, each `{"seq": i, "customer": "c-{i % keys}"}`.
+pub fn records(first: usize, n: usize, keys: usize) -> Vec<Item> {
+    (first..first + n)
+        .map(|i| {
+            let v = json!({"seq": i, "customer": format!("c-{}", i % keys), "pad": "x".repeat(40)});
+            Item::Record(Record::insert(v.as_object().unwrap().clone()))
+        })
+        .collect()
+}
+
+pub fn batch(seq: u64, items: Vec<Item>) -> Batch {
+    Batch {
+        meta: BatchMeta {
+            stream: "orders".into(),
+            seq,
+            idempotency_key: idempotency_key(uuid::Uuid::from_u128(7), seq),
+            staged_at: chrono::Utc::now(),
+            records: items.len() as u64,
+            bytes: 0,
+        },
+        items,
+    }
+}
+
+/// A message as read back.
+#[derive(Debug, Clone)]
+pub struct Consumed {
+    pub partition: i32,
+    pub offset: i64,
+    pub key: Option<String>,
+    pub value: Value,
+    pub headers: HashMap<String, String>,
+}
+
+impl Consumed {
+    pub fn seq(&self) -> u64 {
+        self.value["seq"].as_u64().expect("a seq field")
+    }
+}
+
+/// Reads `expected` messages from every partition of `topic` (fails if
+/// fewer arrive), then briefly waits for any extra.
+pub async fn consume(brokers: &str, topic: &str, expected: usize) -> Vec<Consumed> {
+    let consumer: StreamConsumer = ClientConfig::new()
+        .set("bootstrap.servers", brokers)
+        .set("group.id", names::topic("kafka-test-group"))
+        .set("enable.auto.commit", "false")
+        .create()
+        .expect("consumer");
+    let mut assignment = TopicPartitionList::new();
+    for p in 0..PARTITIONS {
+        assignment
+            .add_partition_offset(topic, p, Offset::Beginning)
+            .expect("assignment");
+    }
+    consumer.assign(&assignment).expect("assign");
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut out = Vec::with_capacity(expected);
+    loop {
+        let wait = if out.len() < expected {
+            deadline.saturating_duration_since(Instant::now())
+        } else {
+            Duration::from_secs(2)
+        };
+        let Ok(m) = timeout(wait, consumer.recv()).await else {
+            assert!(
+                out.len() >= expected,
+                "only {} of {expected} came back",
+                out.len()
+            );
+            return out;
+        };
+        let m = m.expect("consume");
+        let headers = m
+            .headers()
+            .map(|h| {
+                h.iter()
+                    .map(|h| {
+                        let v = h.value.map(|v| String::from_utf8_lossy(v).into_owned());
+                        (h.key.to_string(), v.unwrap_or_default())
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        out.push(Consumed {
+            partition: m.partition(),
+            offset: m.offset(),
+            key: m
+                .key()
+                .map(|k| String::from_utf8(k.to_vec()).expect("utf-8 key")),
+            value: serde_json::from_slice(m.payload().expect("a payload")).expect("JSON value"),
+            headers,
+        });
+    }
+}
+
+/// The partition the Java client's default partitioner picks for `key`.
+pub fn java_partition(key: &[u8], partitions: i32) -> i32 {
+    ((murmur2(key) as u32 & 0x7fff_ffff) % partitions as u32) as i32
+}
+
+/// Kafka's `Utils.murmur2` (32-bit MurmurHash2, seed 0x9747b28c), as i32
+/// so it compares with the Java test vectors directly.
+pub fn murmur2(data: &[u8]) -> i32 {
+    const M: u32 = 0x5bd1_e995;
+    let mut h: u32 = 0x9747_b28c ^ data.len() as u32;
+    let mut chunks = data.chunks_exact(4);
+    for c in &mut chunks {
+        let mut k = u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+        k = k.wrapping_mul(M);
+        k ^= k >> 24;
+        k = k.wrapping_mul(M);
+        h = h.wrapping_mul(M) ^ k;
+    }
+    let tail = chunks.remainder();
+    if !tail.is_empty() {
+        for (i, b) in tail.iter().enumerate().rev() {
+            h ^= u32::from(*b) << (8 * i);
+        }
+        h = h.wrapping_mul(M);
+    }
+    h ^= h >> 13;
+    h = h.wrapping_mul(M);
+    (h ^ (h >> 15)) as i32
+}
