@@ -319,6 +319,9 @@ pub struct DestinationConfig {
     pub truncate: TruncatePolicy,
     #[serde(default)]
     pub mode: WriteMode,
+    /// Primary key of a table abrq creates (upsert mode matches on it).
+    #[serde(default)]
+    pub primary_key: Vec<Text>,
     // kafka
     pub partition_key: Option<Text>,
     // transport security

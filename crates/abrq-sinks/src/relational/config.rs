@@ -33,9 +33,8 @@ pub struct RelationalSettings {
     pub drift: SchemaDrift,
     pub truncate: TruncatePolicy,
     pub mode: WriteMode,
-    /// The primary key abrq gives a table it creates in upsert mode. Empty
-    /// until the config model has a key for it; an existing table's own
-    /// primary key is always what upserts match on.
+    /// The primary key abrq gives a table it creates (`primary_key`); an
+    /// existing table's own primary key is always what upserts match on.
     pub key: Vec<String>,
     pub tls: bool,
     pub tls_ca_file: Option<PathBuf>,
@@ -84,7 +83,7 @@ impl RelationalSettings {
             drift: cfg.schema_drift,
             truncate: cfg.truncate,
             mode: cfg.mode,
-            key: Vec::new(),
+            key: cfg.primary_key.iter().map(|k| k.0.clone()).collect(),
             tls: cfg.tls,
             tls_ca_file: cfg.tls_ca_file.as_ref().map(|p| PathBuf::from(p.as_str())),
             connect_timeout: Duration::from_secs(10),
