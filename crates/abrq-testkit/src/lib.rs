@@ -17,6 +17,7 @@ mod gcs;
 mod http;
 mod kafka;
 pub mod names;
+mod proxy;
 mod s3;
 mod sql;
 
@@ -25,5 +26,6 @@ pub use env::{cache_dir, Secret};
 pub use ftp::{Ftp, Ftps};
 pub use gcs::Gcs;
 pub use kafka::Kafka;
+pub use proxy::Proxy;
 pub use s3::S3;
 pub use sql::{Mysql, Postgres};

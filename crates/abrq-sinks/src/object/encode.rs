@@ -73,12 +73,7 @@ pub fn encode(format: ObjectFormat, batch: &Batch) -> Result<Encoded, DeliveryEr
         ObjectFormat::JsonlGz => write_jsonl(Out::gzip(hint), batch),
         ObjectFormat::Csv => write_csv(Out::plain(hint), batch),
         ObjectFormat::CsvGz => write_csv(Out::gzip(hint), batch),
-        ObjectFormat::Parquet => {
-            return Err(DeliveryError::dead_letter(
-                ReasonClass::Encoding,
-                "the parquet format is not supported yet",
-            ))
-        }
+        ObjectFormat::Parquet => super::parquet::write(batch).map_err(io::Error::other),
     };
     enc.data = written.map_err(|e| DeliveryError::dead_letter(ReasonClass::Encoding, e))?;
     Ok(enc)

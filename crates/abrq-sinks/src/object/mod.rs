@@ -7,6 +7,7 @@ mod destination;
 pub mod encode;
 pub mod manifest;
 pub mod naming;
+pub mod parquet;
 mod transport;
 
 #[cfg(test)]

@@ -2,8 +2,10 @@
 //! measured in the same run (a raw loop doing only the unavoidable work).
 
 mod file_local;
+mod ftp;
 mod kafka;
 mod memory;
+mod objects;
 mod relational;
 mod staging;
 
@@ -27,6 +29,13 @@ pub enum BenchCmd {
         #[arg(long, default_value_t = 3)]
         rounds: u32,
     },
+    /// Batches through the ftp and ftps destinations (jsonl.gz) against a
+    /// raw gzip + upload + rename loop on the same client and server.
+    Ftp(ftp::FtpArgs),
+    /// Batches through the object-store destinations (local, s3,
+    /// azure_blob, gcs; jsonl.gz) against a raw serialize + gzip + PUT loop
+    /// on the same client and server.
+    Objects(objects::ObjectsArgs),
     /// Rows/s through the postgres and mysql destinations against raw
     /// unnest-INSERT and COPY loops (PostgreSQL) and a raw multi-row
     /// INSERT loop (MySQL) on the same server.
@@ -45,8 +54,10 @@ pub async fn run(cmd: BenchCmd) -> anyhow::Result<()> {
     match cmd {
         BenchCmd::Staging { records, rounds } => staging::run(records, rounds).await,
         BenchCmd::FileLocal { records, rounds } => file_local::run(records, rounds).await,
+        BenchCmd::Ftp(args) => ftp::run(args).await,
         BenchCmd::Kafka(args) => kafka::run(args).await,
         BenchCmd::Memory { records } => memory::run(records).await,
+        BenchCmd::Objects(args) => objects::run(args).await,
         BenchCmd::Relational(args) => relational::run(args).await,
     }
 }

@@ -1,0 +1,233 @@
+//! What a cloud store failure means for the batch, decided in one table for
+//! every cloud engine. Each engine's `errors.rs` reduces its client's error
+//! to a [`Failure`] (one exhaustive match per client); [`delivery_error`]
+//! alone turns that into a disposition, so S3, Azure and GCS can never
+//! disagree about, say, a 403.
+
+use std::error::Error as StdError;
+use std::time::Duration;
+
+use abrq_core::{DeliveryError, Disposition, ReasonClass};
+use chrono::{DateTime, Utc};
+use http::HeaderMap;
+
+/// A server's hint longer than this is taken as this: a wrong clock or a
+/// typo must not park a destination for a day.
+pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(15 * 60);
+
+/// Store error codes that mean "this object is too big", sent with 400 by
+/// S3 and with 413 by Azure: no retry can make the same batch smaller.
+const TOO_LARGE: [&str; 2] = ["EntityTooLarge", "RequestBodyTooLarge"];
+
+/// A failure, by what the drain loop must do about it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Failure {
+    /// Never reached the server, or lost it mid-request: refused, reset,
+    /// DNS, TLS.
+    Network,
+    Timeout,
+    /// The server answered with an error status.
+    Status {
+        status: u16,
+        /// The store's own error code (S3/Azure `<Code>`, GCS `reason`).
+        code: Option<String>,
+        retry_after: Option<Duration>,
+    },
+    /// Missing, wrong or expired credentials, or no permission.
+    Credentials,
+    /// An answer that could not be read.
+    BadResponse,
+    /// A local setup problem (bad URL, client construction).
+    Setup,
+    /// A failure the client reports with no status or kind to read (e.g.
+    /// a 5xx or 429 object_store already retried, whose status it keeps
+    /// private): nothing suggests the batch is at fault.
+    Other,
+}
+
+/// The one decision: only an object the store can never accept is the
+/// batch's fault. Credentials, permissions, missing buckets and odd 4xx are
+/// the destination's: retrying the same batch lets the breaker open while
+/// an operator fixes them (a dead letter would move on and fail every
+/// later batch the same way).
+pub fn disposition(f: &Failure) -> Disposition {
+    match f {
+        Failure::Status { status: 413, .. } => Disposition::DeadLetter(ReasonClass::Rejected),
+        Failure::Status {
+            code: Some(code), ..
+        } if TOO_LARGE.iter().any(|c| c.eq_ignore_ascii_case(code)) => {
+            Disposition::DeadLetter(ReasonClass::Rejected)
+        }
+        Failure::Status { .. }
+        | Failure::Network
+        | Failure::Timeout
+        | Failure::Credentials
+        | Failure::BadResponse
+        | Failure::Setup
+        | Failure::Other => Disposition::Retry,
+    }
+}
+
+/// The classified error, keeping `source` as the cause chain.
+pub fn delivery_error(
+    failure: Failure,
+    source: impl Into<Box<dyn StdError + Send + Sync>>,
+) -> DeliveryError {
+    let e = DeliveryError::new(disposition(&failure), source);
+    match failure {
+        Failure::Status {
+            retry_after: Some(after),
+            ..
+        } => e.with_retry_after(after),
+        _ => e,
+    }
+}
+
+/// An error answer kept typed, so classification never parses a message.
+/// Made where the client would otherwise lose the status, code or
+/// Retry-After (see `store/http.rs`, `gcs/errors.rs`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("server answered {status}{}{}", code.as_deref().map(|c| format!(" {c}")).unwrap_or_default(), retry_after.map(|d| format!(", retry after {}s", d.as_secs())).unwrap_or_default())]
+pub struct ServerAnswer {
+    pub status: u16,
+    pub code: Option<String>,
+    pub retry_after: Option<Duration>,
+}
+
+impl ServerAnswer {
+    /// From a status, its headers and (for the code) its XML or JSON body.
+    pub fn new(status: u16, headers: &HeaderMap, body: &[u8]) -> Self {
+        ServerAnswer {
+            status,
+            code: error_code(body),
+            retry_after: retry_after(headers, Utc::now()),
+        }
+    }
+
+    pub fn failure(&self) -> Failure {
+        Failure::Status {
+            status: self.status,
+            code: self.code.clone(),
+            retry_after: self.retry_after,
+        }
+    }
+}
+
+/// `Retry-After` as delay-seconds or an HTTP date, capped.
+pub fn retry_after(headers: &HeaderMap, now: DateTime<Utc>) -> Option<Duration> {
+    let v = headers
+        .get(http::header::RETRY_AFTER)?
+        .to_str()
+        .ok()?
+        .trim();
+    let after = match v.parse::<u64>() {
+        Ok(secs) => Duration::from_secs(secs),
+        Err(_) => {
+            let at = DateTime::parse_from_rfc2822(v).ok()?.with_timezone(&Utc);
+            (at - now).to_std().unwrap_or(Duration::ZERO)
+        }
+    };
+    Some(after.min(MAX_RETRY_AFTER))
+}
+
+/// The error code in an S3/Azure XML body (`<Code>X</Code>`) or a GCS JSON
+/// body (`"reason": "x"`).
+fn error_code(body: &[u8]) -> Option<String> {
+    let text = std::str::from_utf8(body).ok()?;
+    if let Some(start) = text.find("<Code>") {
+        let rest = &text[start + "<Code>".len()..];
+        return rest
+            .find("</Code>")
+            .map(|end| rest[..end].trim().to_string());
+    }
+    let v: serde_json::Value = serde_json::from_str(text).ok()?;
+    v.pointer("/error/errors/0/reason")
+        .and_then(|r| r.as_str())
+        .map(str::to_string)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+
+    fn status(status: u16, code: Option<&str>) -> Disposition {
+        disposition(&Failure::Status {
+            status,
+            code: code.map(str::to_string),
+            retry_after: None,
+        })
+    }
+
+    #[test]
+    fn only_too_large_is_the_batch_fault() {
+        let rejected = Disposition::DeadLetter(ReasonClass::Rejected);
+        assert_eq!(status(413, None), rejected);
+        assert_eq!(status(400, Some("EntityTooLarge")), rejected);
+        assert_eq!(status(413, Some("RequestBodyTooLarge")), rejected);
+        for (s, c) in [
+            (400, Some("InvalidBucketName")),
+            (401, None),
+            (403, Some("AccessDenied")),
+            (404, Some("NoSuchBucket")),
+            (408, None),
+            (429, None),
+            (500, Some("InternalError")),
+            (503, Some("SlowDown")),
+        ] {
+            assert_eq!(status(s, c), Disposition::Retry, "{s} {c:?}");
+        }
+        for f in [
+            Failure::Network,
+            Failure::Timeout,
+            Failure::Credentials,
+            Failure::BadResponse,
+            Failure::Setup,
+            Failure::Other,
+        ] {
+            assert_eq!(disposition(&f), Disposition::Retry, "{f:?}");
+        }
+    }
+
+    #[test]
+    fn retry_after_seconds_date_and_cap() {
+        let now = Utc.with_ymd_and_hms(2026, 7, 30, 8, 0, 0).unwrap();
+        let h = |v: &str| {
+            let mut m = HeaderMap::new();
+            m.insert(http::header::RETRY_AFTER, v.parse().unwrap());
+            m
+        };
+        assert_eq!(retry_after(&h("7"), now), Some(Duration::from_secs(7)));
+        assert_eq!(
+            retry_after(&h("Thu, 30 Jul 2026 08:00:30 GMT"), now),
+            Some(Duration::from_secs(30))
+        );
+        assert_eq!(
+            retry_after(&h("Thu, 30 Jul 2026 07:00:00 GMT"), now),
+            Some(Duration::ZERO)
+        );
+        assert_eq!(retry_after(&h("86400"), now), Some(MAX_RETRY_AFTER));
+        assert_eq!(retry_after(&h("soon"), now), None);
+        assert_eq!(retry_after(&HeaderMap::new(), now), None);
+    }
+
+    #[test]
+    fn codes_from_xml_and_json_bodies() {
+        let xml = b"<?xml version=\"1.0\"?><Error><Code>EntityTooLarge</Code><Message>x</Message></Error>";
+        assert_eq!(error_code(xml).as_deref(), Some("EntityTooLarge"));
+        let json = br#"{"error":{"code":429,"message":"m","errors":[{"reason":"rateLimitExceeded","message":"m","domain":"global"}]}}"#;
+        assert_eq!(error_code(json).as_deref(), Some("rateLimitExceeded"));
+        assert_eq!(error_code(b"plain"), None);
+        let e = delivery_error(
+            ServerAnswer {
+                status: 503,
+                code: Some("SlowDown".into()),
+                retry_after: Some(Duration::from_secs(3)),
+            }
+            .failure(),
+            "x",
+        );
+        assert!(e.is_transient());
+        assert_eq!(e.retry_after, Some(Duration::from_secs(3)));
+    }
+}

@@ -1,0 +1,291 @@
+//! `abrq bench objects`: batches delivered through each object engine's
+//! destination (`jsonl.gz`, built from config as `abrq run` builds it)
+//! against a raw loop in the same run that serializes the same records,
+//! gzips them at the same level and PUTs them with the same client to the
+//! same server. Both deliver one batch at a time, as a drain loop does,
+//! on a connection made before the clock starts.
+//!
+//! The services are those of `scripts/services.sh` (endpoints from the
+//! `ABRQ_TEST_*` variables, through abrq-testkit); each engine writes to a
+//! fresh bucket, container or directory. Another object engine joins the
+//! table with one more [`Engine`] in [`engines`].
+
+use std::future::Future;
+use std::io::Write;
+use std::pin::Pin;
+use std::time::Instant;
+
+use abrq_core::config::{Config, DestinationConfig};
+use abrq_core::{Batch, BatchMeta, Item, Op, Record};
+use abrq_sinks::object::encode::GZIP_LEVEL;
+use abrq_sinks::object::{naming, ObjectSettings, ObjectTransport};
+use abrq_testkit::{names, Azure, Gcs, S3};
+use anyhow::Context;
+use flate2::write::GzEncoder;
+use flate2::Compression;
+
+#[derive(clap::Args, Clone)]
+pub struct ObjectsArgs {
+    #[arg(long, default_value_t = 100)]
+    batches: u64,
+    /// Records of 200 bytes per batch (abrq's default batch size).
+    #[arg(long, default_value_t = 1000)]
+    records: u64,
+    #[arg(long, default_value_t = 3)]
+    rounds: u32,
+    /// Engines to measure, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "local,s3,azure_blob,gcs")]
+    engines: Vec<String>,
+}
+
+type Fresh = Pin<Box<dyn Future<Output = anyhow::Result<DestinationConfig>>>>;
+
+/// One engine: a destination config for a fresh place to write, and the
+/// engine's transport from that config (the client the destination uses)
+/// for the raw loop.
+pub struct Engine {
+    pub name: &'static str,
+    pub fresh: fn() -> Fresh,
+    pub transport: fn(&DestinationConfig) -> anyhow::Result<Box<dyn ObjectTransport>>,
+}
+
+pub fn engines() -> Vec<Engine> {
+    vec![
+        Engine {
+            name: "local",
+            fresh: || Box::pin(local()),
+            transport: |c| {
+                Ok(Box::new(abrq_sinks::LocalTransport::new(field(
+                    &c.database,
+                ))))
+            },
+        },
+        Engine {
+            name: "s3",
+            fresh: || Box::pin(s3()),
+            transport: |c| Ok(Box::new(abrq_sinks::cloud::s3::transport(c)?)),
+        },
+        Engine {
+            name: "azure_blob",
+            fresh: || Box::pin(azure()),
+            transport: |c| Ok(Box::new(abrq_sinks::cloud::azure::transport(c)?)),
+        },
+        Engine {
+            name: "gcs",
+            fresh: || Box::pin(gcs()),
+            transport: |c| Ok(Box::new(abrq_sinks::cloud::gcs::transport(c)?)),
+        },
+    ]
+}
+
+/// Seconds for one pass, and the part of them spent in gzip alone.
+struct Pass {
+    secs: f64,
+    gzip_secs: f64,
+}
+
+pub async fn run(args: ObjectsArgs) -> anyhow::Result<()> {
+    let batches: Vec<Batch> = (0..args.batches).map(|s| batch(s, args.records)).collect();
+    let mb = batches
+        .iter()
+        .flat_map(|b| b.records())
+        .map(|r| {
+            serde_json::to_vec(&r.fields)
+                .map(|v| v.len() + 1)
+                .unwrap_or(0)
+        })
+        .sum::<usize>() as f64
+        / 1e6;
+    println!(
+        "{} batches of {} records of 200 bytes ({mb:.0} MB of JSON lines), {} rounds",
+        args.batches, args.records, args.rounds
+    );
+    let all = engines();
+    let mut rows = Vec::new();
+    for name in &args.engines {
+        let engine = all
+            .iter()
+            .find(|e| e.name == name.as_str())
+            .with_context(|| format!("no engine {name:?} in this bench"))?;
+        let cfg = (engine.fresh)()
+            .await
+            .with_context(|| format!("{name}: is it running? (scripts/services.sh up)"))?;
+        let (mut raw, mut ours, mut gz) = (vec![], vec![], vec![]);
+        for round in 0..args.rounds {
+            let r = raw_loop(engine, &cfg, &batches).await?;
+            let o = through_destination(engine, &cfg, &batches).await?;
+            println!(
+                "{name} round {round}: raw {:.1} MB/s (gzip alone {:.1}), abrq {:.1} MB/s",
+                mb / r.secs,
+                mb / r.gzip_secs,
+                mb / o
+            );
+            raw.push(mb / r.secs);
+            gz.push(mb / r.gzip_secs);
+            ours.push(mb / o);
+        }
+        let med = super::median;
+        rows.push((name.clone(), med(raw), med(ours), med(gz)));
+    }
+    println!();
+    println!("| engine | raw serialize + gzip + PUT | abrq destination | ratio | gzip alone, level {GZIP_LEVEL}, one core |");
+    println!("|---|---|---|---|---|");
+    for (name, r, o, g) in rows {
+        println!("| {name} | {r:.1} | {o:.1} | {:.2} | {g:.1} |", o / r);
+    }
+    println!("\nMB/s of JSON lines delivered, one batch at a time; medians of the rounds.");
+    Ok(())
+}
+
+/// Serialize, gzip and PUT each batch with the engine's own client.
+async fn raw_loop(
+    engine: &Engine,
+    cfg: &DestinationConfig,
+    batches: &[Batch],
+) -> anyhow::Result<Pass> {
+    let t = (engine.transport)(cfg)?;
+    let describe = |e: abrq_core::DeliveryError| anyhow::anyhow!(e.describe());
+    // connect before the clock starts, as the destination's check() does
+    t.put("raw/.warm", b"x".to_vec().into())
+        .await
+        .map_err(describe)?;
+    let start = Instant::now();
+    let mut gzip_secs = 0.0;
+    let mut keys = Vec::with_capacity(batches.len());
+    for b in batches {
+        let mut lines = Vec::with_capacity(b.items.len() * 210);
+        for r in b.records() {
+            serde_json::to_writer(&mut lines, &r.fields)?;
+            lines.push(b'\n');
+        }
+        let g = Instant::now();
+        let mut enc = GzEncoder::new(
+            Vec::with_capacity(lines.len() / 3),
+            Compression::new(GZIP_LEVEL),
+        );
+        enc.write_all(&lines)?;
+        let data = enc.finish()?;
+        gzip_secs += g.elapsed().as_secs_f64();
+        let key = format!("raw/part-{:016x}.jsonl.gz", b.meta.seq);
+        t.put(&key, data.into()).await.map_err(describe)?;
+        keys.push(key);
+    }
+    let secs = start.elapsed().as_secs_f64();
+    keys.push("raw/.warm".into());
+    for k in keys {
+        let _ = t.delete(&k).await;
+    }
+    Ok(Pass { secs, gzip_secs })
+}
+
+/// The destination `abrq run` would build from `cfg`; returns seconds.
+async fn through_destination(
+    engine: &Engine,
+    cfg: &DestinationConfig,
+    batches: &[Batch],
+) -> anyhow::Result<f64> {
+    let dest = abrq_sinks::build("bench", cfg)?;
+    let describe = |e: abrq_core::DeliveryError| anyhow::anyhow!(e.describe());
+    dest.check().await.map_err(describe)?;
+    let start = Instant::now();
+    for b in batches {
+        dest.deliver(b).await.map_err(describe)?;
+    }
+    let secs = start.elapsed().as_secs_f64();
+    // the emulators keep everything in memory: remove what was written
+    let t = (engine.transport)(cfg)?;
+    let s = ObjectSettings::from_config("bench", cfg);
+    for b in batches {
+        let key = naming::object_key(&s.prefix, s.date_partitioning, s.format, &b.meta);
+        let _ = t.delete(&key.map_err(describe)?).await;
+    }
+    Ok(secs)
+}
+
+fn batch(seq: u64, records: u64) -> Batch {
+    let items = (0..records)
+        .map(|i| {
+            Item::Record(Record {
+                op: Op::Insert,
+                fields: super::record(seq * records + i, 200),
+            })
+        })
+        .collect();
+    Batch {
+        meta: BatchMeta {
+            stream: "bench".into(),
+            seq,
+            // the first 16 hex digits name the object: one per batch
+            idempotency_key: format!("{seq:016x}{:016x}", 0),
+            staged_at: chrono::Utc::now(),
+            records,
+            bytes: records * 200,
+        },
+        items,
+    }
+}
+
+fn field(v: &Option<abrq_core::config::Text>) -> String {
+    v.as_ref().map(|t| t.0.clone()).unwrap_or_default()
+}
+
+/// The destination a user would configure: jsonl.gz, no manifest (the
+/// default for object stores).
+fn config(engine: &str, fields: &[(&str, &str)]) -> anyhow::Result<DestinationConfig> {
+    let mut text = format!(
+        "[[streams]]\nname = \"bench\"\n[streams.source]\nengine = \"http\"\n\
+         [[streams.destinations]]\nname = \"bench\"\nengine = \"{engine}\"\n\
+         prefix = \"abrq\"\nformat = \"jsonl.gz\"\n"
+    );
+    for (k, v) in fields {
+        text.push_str(&format!("{k} = {v:?}\n"));
+    }
+    let c = Config::parse(&text, "bench")?;
+    Ok(c.streams[0].get_ref().destinations[0].get_ref().clone())
+}
+
+async fn local() -> anyhow::Result<DestinationConfig> {
+    let dir = std::env::temp_dir().join(names::dir("bench-objects"));
+    config("local", &[("database", &dir.display().to_string())])
+}
+
+async fn s3() -> anyhow::Result<DestinationConfig> {
+    let s3 = S3::from_env();
+    let bucket = names::bucket("bench");
+    s3.create_bucket(&bucket).await?;
+    config(
+        "s3",
+        &[
+            ("host", s3.endpoint.as_str()),
+            ("database", &bucket),
+            ("username", &s3.access_key_id),
+            ("password", s3.secret_access_key.expose()),
+            ("region", &s3.region),
+        ],
+    )
+}
+
+async fn azure() -> anyhow::Result<DestinationConfig> {
+    let az = Azure::from_env();
+    let container = names::container("bench");
+    az.create_container(&container).await?;
+    config(
+        "azure_blob",
+        &[
+            ("host", az.endpoint.as_str()),
+            ("database", &container),
+            ("username", &az.account),
+            ("password", az.key.expose()),
+        ],
+    )
+}
+
+async fn gcs() -> anyhow::Result<DestinationConfig> {
+    let gcs = Gcs::from_env();
+    let bucket = names::bucket("bench");
+    gcs.create_bucket(&bucket).await?;
+    config(
+        "gcs",
+        &[("host", gcs.endpoint.as_str()), ("database", &bucket)],
+    )
+}
