@@ -172,8 +172,16 @@ async fn rejection_dead_letters_at_once_and_the_rest_flows() {
         .unwrap();
     wait_for("replayed", || r.dest.delivered.lock().unwrap().len() == 4).await;
     assert_eq!(*r.dest.delivered.lock().unwrap(), vec![1, 3, 4, 2]);
-    let row = r.store.dead_letter_get(dls[0].id).await.unwrap().0;
-    assert_eq!(row.state, DeadLetterState::Replayed);
+    // The dead letter is marked after the destination accepted it.
+    let mut state = DeadLetterState::Pending;
+    for _ in 0..2000 {
+        state = r.store.dead_letter_get(dls[0].id).await.unwrap().0.state;
+        if state == DeadLetterState::Replayed {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(state, DeadLetterState::Replayed);
     r.engine.shutdown().await;
 }
 
