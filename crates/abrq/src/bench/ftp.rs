@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use abrq_core::config::{ObjectFormat, Secret};
-use abrq_core::{Batch, BatchMeta, Destination, Item, Op, Record};
+use abrq_core::{Batch, Destination};
 use abrq_sinks::ftp::session::{self, Session, TlsCache};
 use abrq_sinks::ftp::{FtpSettings, FtpTransport};
 use abrq_sinks::object::encode::GZIP_LEVEL;
@@ -57,7 +57,9 @@ struct Pass {
 }
 
 pub async fn run(args: FtpArgs) -> anyhow::Result<()> {
-    let batches: Vec<Batch> = (0..args.batches).map(|s| batch(s, args.records)).collect();
+    let batches: Vec<Batch> = (0..args.batches)
+        .map(|s| super::generated_batch(s, args.records))
+        .collect();
     let mb = batches
         .iter()
         .flat_map(|b| b.records())
@@ -152,29 +154,6 @@ fn nanos() -> u128 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos())
         .unwrap_or(0)
-}
-
-fn batch(seq: u64, records: u64) -> Batch {
-    let items = (0..records)
-        .map(|i| {
-            Item::Record(Record {
-                op: Op::Insert,
-                fields: super::record(seq * records + i, 200),
-            })
-        })
-        .collect();
-    Batch {
-        meta: BatchMeta {
-            stream: "bench".into(),
-            seq,
-            // distinct in the first 16 digits, which name the object
-            idempotency_key: format!("{:016x}{:016x}", seq, nanos() as u64),
-            staged_at: chrono::Utc::now(),
-            records,
-            bytes: 0,
-        },
-        items,
-    }
 }
 
 async fn raw_loop(settings: &FtpSettings, batches: &[Batch]) -> anyhow::Result<Pass> {

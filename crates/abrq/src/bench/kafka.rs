@@ -8,7 +8,7 @@
 use std::time::Instant;
 
 use abrq_core::config::Config;
-use abrq_core::{Batch, BatchMeta, Destination, Item, Record};
+use abrq_core::{Batch, Destination};
 use abrq_sinks::kafka::rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use abrq_sinks::kafka::rdkafka::client::DefaultClientContext;
 use abrq_sinks::kafka::rdkafka::error::{KafkaError, RDKafkaErrorCode};
@@ -47,7 +47,7 @@ pub async fn run(a: KafkaArgs) -> anyhow::Result<()> {
         let batches: Vec<Batch> = records
             .chunks(a.batch)
             .enumerate()
-            .map(|(i, rs)| batch(i as u64, rs))
+            .map(|(i, rs)| super::batch_of(i as u64, rs.to_vec()))
             .collect();
         let n = a.records as f64;
         let (mut raw, mut ours) = (Vec::new(), Vec::new());
@@ -156,22 +156,4 @@ async fn create_topic(brokers: &str, topic: &str) -> anyhow::Result<()> {
         r.map_err(|(t, code)| anyhow::anyhow!("create topic {t}: {code}"))?;
     }
     Ok(())
-}
-
-fn batch(seq: u64, records: &[Map<String, Value>]) -> Batch {
-    let items: Vec<Item> = records
-        .iter()
-        .map(|r| Item::Record(Record::insert(r.clone())))
-        .collect();
-    Batch {
-        meta: BatchMeta {
-            stream: "bench".into(),
-            seq,
-            idempotency_key: format!("{seq:032x}"),
-            staged_at: chrono::Utc::now(),
-            records: items.len() as u64,
-            bytes: 0,
-        },
-        items,
-    }
 }

@@ -124,6 +124,37 @@ pub fn record(i: u64, size: usize) -> Map<String, Value> {
     }
 }
 
+/// A batch of 200-byte insert records as the drain loop hands it to a
+/// destination. The key starts with the seq, so the first 16 hex digits (an
+/// object's name) differ per batch.
+pub fn batch_of(seq: u64, fields: Vec<Map<String, Value>>) -> abrq_core::Batch {
+    let records = fields.len() as u64;
+    abrq_core::Batch {
+        meta: abrq_core::BatchMeta {
+            stream: "bench".into(),
+            seq,
+            idempotency_key: format!("{seq:016x}{:016x}", 0),
+            staged_at: chrono::Utc::now(),
+            records,
+            bytes: 200 * records,
+        },
+        items: fields
+            .into_iter()
+            .map(|f| abrq_core::Item::Record(abrq_core::Record::insert(f)))
+            .collect(),
+    }
+}
+
+/// `records` generated records starting at `seq * records`, as one batch.
+pub fn generated_batch(seq: u64, records: u64) -> abrq_core::Batch {
+    batch_of(
+        seq,
+        (0..records)
+            .map(|i| record(seq * records + i, 200))
+            .collect(),
+    )
+}
+
 /// Median of a few measurements.
 pub fn median(mut xs: Vec<f64>) -> f64 {
     xs.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));

@@ -16,7 +16,7 @@ use std::pin::Pin;
 use std::time::Instant;
 
 use abrq_core::config::{Config, DestinationConfig};
-use abrq_core::{Batch, BatchMeta, Item, Op, Record};
+use abrq_core::Batch;
 use abrq_sinks::object::encode::GZIP_LEVEL;
 use abrq_sinks::object::{naming, ObjectSettings, ObjectTransport};
 use abrq_testkit::{names, Azure, Gcs, S3};
@@ -85,7 +85,9 @@ struct Pass {
 }
 
 pub async fn run(args: ObjectsArgs) -> anyhow::Result<()> {
-    let batches: Vec<Batch> = (0..args.batches).map(|s| batch(s, args.records)).collect();
+    let batches: Vec<Batch> = (0..args.batches)
+        .map(|s| super::generated_batch(s, args.records))
+        .collect();
     let mb = batches
         .iter()
         .flat_map(|b| b.records())
@@ -200,29 +202,6 @@ async fn through_destination(
         let _ = t.delete(&key.map_err(describe)?).await;
     }
     Ok(secs)
-}
-
-fn batch(seq: u64, records: u64) -> Batch {
-    let items = (0..records)
-        .map(|i| {
-            Item::Record(Record {
-                op: Op::Insert,
-                fields: super::record(seq * records + i, 200),
-            })
-        })
-        .collect();
-    Batch {
-        meta: BatchMeta {
-            stream: "bench".into(),
-            seq,
-            // the first 16 hex digits name the object: one per batch
-            idempotency_key: format!("{seq:016x}{:016x}", 0),
-            staged_at: chrono::Utc::now(),
-            records,
-            bytes: records * 200,
-        },
-        items,
-    }
 }
 
 fn field(v: &Option<abrq_core::config::Text>) -> String {

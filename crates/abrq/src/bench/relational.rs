@@ -13,7 +13,7 @@ use std::str::FromStr;
 use std::time::Instant;
 
 use abrq_core::config::Config;
-use abrq_core::{Batch, BatchMeta, Destination, Item, Record};
+use abrq_core::{Batch, Destination};
 use abrq_sinks::relational::sqlx::{self, mysql::MySqlPool, postgres::PgPool};
 use clap::Args;
 use serde_json::{Map, Value};
@@ -52,7 +52,7 @@ pub async fn run(a: RelationalArgs) -> anyhow::Result<()> {
     let batches: Vec<Batch> = records
         .chunks(BATCH)
         .enumerate()
-        .map(|(i, rs)| batch(i as u64 + 1, rs))
+        .map(|(i, rs)| super::batch_of(i as u64 + 1, rs.to_vec()))
         .collect();
     let n = a.records as f64;
     println!(
@@ -146,25 +146,6 @@ pub async fn run(a: RelationalArgs) -> anyhow::Result<()> {
         );
     }
     Ok(())
-}
-
-fn batch(seq: u64, records: &[Map<String, Value>]) -> Batch {
-    let items: Vec<Item> = records
-        .iter()
-        .map(|r| Item::Record(Record::insert(r.clone())))
-        .collect();
-    Batch {
-        meta: BatchMeta {
-            stream: "bench".into(),
-            seq,
-            // every round has its own schema, so its own ledger
-            idempotency_key: format!("{seq:032x}"),
-            staged_at: chrono::Utc::now(),
-            records: items.len() as u64,
-            bytes: 200 * items.len() as u64,
-        },
-        items,
-    }
 }
 
 /// The destination as an operator configures it, from the server URL.
