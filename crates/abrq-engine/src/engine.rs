@@ -45,8 +45,6 @@ pub struct Engine {
     pub store: Arc<dyn StateStore>,
     cancel: CancellationToken,
     tasks: Mutex<JoinSet<()>>,
-    /// Set when a source task failed; `wait_drained` reports it.
-    failed: Arc<Mutex<Option<String>>>,
 }
 
 impl Engine {
@@ -78,7 +76,6 @@ impl Engine {
             store,
             cancel,
             tasks: Mutex::new(JoinSet::new()),
-            failed: Arc::new(Mutex::new(None)),
         });
         engine.spawn_tasks(config);
         Ok(engine)
@@ -95,15 +92,12 @@ impl Engine {
             tasks.spawn(gc::run(s.clone(), config.spool.gc_interval.0));
             if matches!(s.source_engine, SourceEngine::File | SourceEngine::Generate) {
                 let src_cfg = sc.source.get_ref().clone();
-                let failed = self.failed.clone();
                 let s2 = s.clone();
                 tasks.spawn(async move {
                     if let Err(e) = source_task::run(s2.clone(), src_cfg).await {
                         tracing::error!(stream = %s2.name, error = %e, "source stopped");
                         *s2.source_error.lock().unwrap_or_else(|p| p.into_inner()) =
                             Some(e.to_string());
-                        *failed.lock().unwrap_or_else(|p| p.into_inner()) =
-                            Some(format!("stream {}: {e}", s2.name));
                     }
                 });
             }
@@ -118,12 +112,12 @@ impl Engine {
         self.streams.values()
     }
 
-    /// A source failure, if any happened.
+    /// The first stream whose source failed, and why.
     pub fn failure(&self) -> Option<String> {
-        self.failed
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        self.streams.values().find_map(|s| {
+            let err = s.source_error.lock().unwrap_or_else(|p| p.into_inner());
+            err.as_ref().map(|e| format!("stream {}: {e}", s.name))
+        })
     }
 
     pub fn cancel_token(&self) -> CancellationToken {

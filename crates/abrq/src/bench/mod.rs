@@ -155,6 +155,20 @@ pub fn generated_batch(seq: u64, records: u64) -> abrq_core::Batch {
     )
 }
 
+/// Megabytes of the batches' records as JSON lines (what a raw loop writes).
+pub fn json_lines_mb(batches: &[abrq_core::Batch]) -> f64 {
+    let bytes: usize = batches
+        .iter()
+        .flat_map(|b| b.records())
+        .map(|r| {
+            serde_json::to_vec(&r.fields)
+                .map(|v| v.len() + 1)
+                .unwrap_or(0)
+        })
+        .sum();
+    bytes as f64 / 1e6
+}
+
 /// Median of a few measurements.
 pub fn median(mut xs: Vec<f64>) -> f64 {
     xs.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));

@@ -88,16 +88,7 @@ pub async fn run(args: ObjectsArgs) -> anyhow::Result<()> {
     let batches: Vec<Batch> = (0..args.batches)
         .map(|s| super::generated_batch(s, args.records))
         .collect();
-    let mb = batches
-        .iter()
-        .flat_map(|b| b.records())
-        .map(|r| {
-            serde_json::to_vec(&r.fields)
-                .map(|v| v.len() + 1)
-                .unwrap_or(0)
-        })
-        .sum::<usize>() as f64
-        / 1e6;
+    let mb = super::json_lines_mb(&batches);
     println!(
         "{} batches of {} records of 200 bytes ({mb:.0} MB of JSON lines), {} rounds",
         args.batches, args.records, args.rounds
