@@ -67,6 +67,9 @@ pub struct DeliveryError {
     pub record_index: Option<usize>,
     /// A server's own hint; it overrides the computed backoff.
     pub retry_after: Option<Duration>,
+    /// What else the destination knows about the failure, shown after the
+    /// cause (e.g. the client's last connection error behind a timeout).
+    pub note: Option<String>,
     source: Box<dyn StdError + Send + Sync>,
 }
 
@@ -79,6 +82,7 @@ impl DeliveryError {
             disposition,
             record_index: None,
             retry_after: None,
+            note: None,
             source: source.into(),
         }
     }
@@ -104,6 +108,11 @@ impl DeliveryError {
         self
     }
 
+    pub fn with_note(mut self, note: impl Into<String>) -> Self {
+        self.note = Some(note.into());
+        self
+    }
+
     pub fn is_transient(&self) -> bool {
         self.disposition == Disposition::Retry
     }
@@ -124,6 +133,9 @@ impl DeliveryError {
             first = false;
             cur = e.source();
         }
+        if let Some(note) = &self.note {
+            out.push_str(&format!(" ({note})"));
+        }
         out
     }
 }
@@ -133,7 +145,11 @@ impl fmt::Display for DeliveryError {
         if let Some(i) = self.record_index {
             write!(f, "record {i}: ")?;
         }
-        write!(f, "{}", self.source)
+        write!(f, "{}", self.source)?;
+        if let Some(note) = &self.note {
+            write!(f, " ({note})")?;
+        }
+        Ok(())
     }
 }
 
@@ -160,5 +176,8 @@ mod tests {
         let e = DeliveryError::dead_letter(ReasonClass::Rejected, io).at_record(37);
         assert_eq!(e.describe(), "record 37: disk full");
         assert!(!e.is_transient());
+        let e = DeliveryError::transient(std::io::Error::other("timed out")).with_note("why");
+        assert_eq!(e.describe(), "timed out (why)");
+        assert_eq!(e.to_string(), "timed out (why)");
     }
 }

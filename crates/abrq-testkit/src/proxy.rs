@@ -1,16 +1,25 @@
 //! A loopback TCP proxy a test controls, for outage tests: put it between
 //! a client and a service, then [`Proxy::cut`] the link (open connections
 //! closed, the port refusing new ones) and [`Proxy::restore`] it.
+//! [`Proxy::bind_tls`] makes one that terminates TLS, like stunnel, for a
+//! service that cannot serve TLS itself.
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
+use std::path::Path;
+
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::task::AbortHandle;
+use tokio_rustls::rustls::ServerConfig;
+use tokio_rustls::TlsAcceptor;
 
 pub struct Proxy {
     addr: SocketAddr,
-    target: String,
+    target: Arc<Mutex<String>>,
+    tls: Option<TlsAcceptor>,
     listener: Mutex<Option<AbortHandle>>,
     pipes: Arc<Mutex<Vec<AbortHandle>>>,
 }
@@ -19,15 +28,53 @@ impl Proxy {
     /// Listens on a free loopback port and forwards to `target`
     /// (`host:port`). Needs a tokio runtime.
     pub async fn start(target: String) -> Proxy {
+        let proxy = Proxy::bind();
+        proxy.forward_to(target);
+        proxy
+    }
+
+    /// Listens now and forwards to the target set later by
+    /// [`Proxy::forward_to`]: for a service that must be told the proxy's
+    /// port before it starts (a broker advertising it, say). Needs a tokio
+    /// runtime.
+    pub fn bind() -> Proxy {
+        Proxy::bind_with(None)
+    }
+
+    /// [`Proxy::bind`] for clients speaking TLS: the proxy completes the
+    /// handshake with the certificate chain and key in `cert` and `key`
+    /// (PEM) and forwards the plaintext.
+    pub fn bind_tls(cert: &Path, key: &Path) -> Proxy {
+        let chain = CertificateDer::pem_file_iter(cert)
+            .and_then(|c| c.collect::<Result<Vec<_>, _>>())
+            .unwrap_or_else(|e| panic!("read certificates from {}: {e}", cert.display()));
+        let key = PrivateKeyDer::from_pem_file(key)
+            .unwrap_or_else(|e| panic!("read a private key from {}: {e}", key.display()));
+        let provider = Arc::new(tokio_rustls::rustls::crypto::ring::default_provider());
+        let config = ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .expect("TLS versions")
+            .with_no_client_auth()
+            .with_single_cert(chain, key)
+            .expect("a usable certificate and key");
+        Proxy::bind_with(Some(TlsAcceptor::from(Arc::new(config))))
+    }
+
+    fn bind_with(tls: Option<TlsAcceptor>) -> Proxy {
         let listener = listen("127.0.0.1:0".parse().expect("a socket address"));
         let proxy = Proxy {
             addr: listener.local_addr().expect("a bound socket"),
-            target,
+            target: Arc::default(),
+            tls,
             listener: Mutex::new(None),
             pipes: Arc::default(),
         };
         proxy.serve(listener);
         proxy
+    }
+
+    pub fn forward_to(&self, target: String) {
+        *self.target.lock().expect("not poisoned") = target;
     }
 
     pub fn port(&self) -> u16 {
@@ -57,15 +104,30 @@ impl Proxy {
     fn serve(&self, listener: TcpListener) {
         let pipes = self.pipes.clone();
         let target = self.target.clone();
+        let tls = self.tls.clone();
         let task = tokio::spawn(async move {
             loop {
                 let Ok((mut client, _)) = listener.accept().await else {
                     continue;
                 };
-                let target = target.clone();
+                let target = target.lock().expect("not poisoned").clone();
+                let tls = tls.clone();
                 let pipe = tokio::spawn(async move {
-                    if let Ok(mut server) = TcpStream::connect(&target).await {
-                        let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
+                    let Ok(mut server) = TcpStream::connect(&target).await else {
+                        return;
+                    };
+                    match tls {
+                        None => {
+                            let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
+                        }
+                        // a failed handshake just closes the connection,
+                        // which is what the client should see
+                        Some(tls) => {
+                            if let Ok(mut client) = tls.accept(client).await {
+                                let _ =
+                                    tokio::io::copy_bidirectional(&mut client, &mut server).await;
+                            }
+                        }
                     }
                 });
                 pipes
@@ -84,10 +146,16 @@ impl Drop for Proxy {
     }
 }
 
-/// SO_REUSEADDR, so `restore` can bind the port it had a moment ago.
+/// SO_REUSEADDR, so `restore` can bind the port it had a moment ago; a
+/// few tries, as the aborted listener is dropped asynchronously.
 fn listen(addr: SocketAddr) -> TcpListener {
-    let socket = TcpSocket::new_v4().expect("a tcp socket");
-    socket.set_reuseaddr(true).expect("SO_REUSEADDR");
-    socket.bind(addr).expect("the proxy's port is free");
-    socket.listen(64).expect("listen")
+    for _ in 0..100 {
+        let socket = TcpSocket::new_v4().expect("a tcp socket");
+        socket.set_reuseaddr(true).expect("SO_REUSEADDR");
+        if socket.bind(addr).is_ok() {
+            return socket.listen(64).expect("listen");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    panic!("cannot listen on {addr} again");
 }

@@ -324,6 +324,9 @@ pub struct DestinationConfig {
     pub primary_key: Vec<Text>,
     // kafka
     pub partition_key: Option<Text>,
+    /// `PLAIN` (default when `username` is set), `SCRAM-SHA-256` or
+    /// `SCRAM-SHA-512`.
+    pub sasl_mechanism: Option<Text>,
     // transport security
     #[serde(default)]
     pub tls: bool,

@@ -77,10 +77,36 @@ pub async fn put(
     p: &Placement,
     data: &Bytes,
 ) -> Result<(), Fail> {
-    let result = upload_then_rename(s, dirs, p, data).await;
+    stage(s, dirs, p, data).await?;
+    publish(s, p).await
+}
+
+/// The first half of [`put`]: the data under the temporary name only.
+pub async fn stage(
+    s: &mut Session,
+    dirs: &DirCache,
+    p: &Placement,
+    data: &Bytes,
+) -> Result<(), Fail> {
+    let result = upload(s, dirs, p, data).await;
+    clean_up_after(s, p, result).await
+}
+
+/// The second half of [`put`]: the staged temporary file renamed into place.
+pub async fn publish(s: &mut Session, p: &Placement) -> Result<(), Fail> {
+    let result = rename_over(s, &p.temp, &p.path).await;
+    clean_up_after(s, p, result).await
+}
+
+/// Removes the temporary file of a failed step. Best effort, and only
+/// while the session is in step: after a network failure the dot-named
+/// temp file (if any) stays behind.
+async fn clean_up_after(
+    s: &mut Session,
+    p: &Placement,
+    result: Result<(), Fail>,
+) -> Result<(), Fail> {
     if let Err(f) = &result {
-        // Best effort, and only while the session is in step: after a
-        // network failure the dot-named temp file (if any) stays behind.
         if session_survives(f.cause.kind()) {
             let _ = s.rm(&p.temp).await;
         }
@@ -88,12 +114,7 @@ pub async fn put(
     result
 }
 
-async fn upload_then_rename(
-    s: &mut Session,
-    dirs: &DirCache,
-    p: &Placement,
-    data: &Bytes,
-) -> Result<(), Fail> {
+async fn upload(s: &mut Session, dirs: &DirCache, p: &Placement, data: &Bytes) -> Result<(), Fail> {
     let known = dirs.knows(&p.dir);
     if !known {
         mkdir_p(s, p).await?;
@@ -108,7 +129,7 @@ async fn upload_then_rename(
         r => r?,
     }
     dirs.remember(&p.dir);
-    rename_over(s, &p.temp, &p.path).await
+    Ok(())
 }
 
 /// `mkdir -p`: MKD the directory, and if that is refused walk down from the

@@ -49,6 +49,10 @@ impl std::fmt::Debug for FtpTransport {
 /// One transport operation, run on whichever session the pool provides.
 enum Op<'a> {
     Put(&'a Placement, &'a Bytes),
+    /// The upload of a put, to the temporary name only.
+    Stage(&'a Placement, &'a Bytes),
+    /// The rename of a put, of a file staged before.
+    Publish(&'a Placement),
     Get(&'a str),
     Delete(&'a str),
 }
@@ -147,14 +151,26 @@ impl FtpTransport {
     async fn exec(&self, s: &mut Session, op: &Op<'_>) -> Result<Option<Bytes>, ops::Fail> {
         match op {
             Op::Put(p, data) => ops::put(s, &self.inner.dirs, p, data).await.map(|()| None),
+            Op::Stage(p, data) => ops::stage(s, &self.inner.dirs, p, data)
+                .await
+                .map(|()| None),
+            Op::Publish(p) => ops::publish(s, p).await.map(|()| None),
             Op::Get(path) => ops::get(s, path).await.map(Some),
             Op::Delete(path) => ops::delete(s, path).await.map(|()| None),
         }
     }
 
+    /// Removes a staged temp file after `error` ended its put, and returns
+    /// the error.
+    async fn discard(&self, staged: &Placement, error: DeliveryError) -> DeliveryError {
+        let _ = self.run(Op::Delete(&staged.temp)).await;
+        error
+    }
+
     async fn run(&self, op: Op<'_>) -> Result<Option<Bytes>, DeliveryError> {
         let (name, path, bytes) = match &op {
-            Op::Put(p, data) => ("upload", p.path.as_str(), data.len()),
+            Op::Put(p, data) | Op::Stage(p, data) => ("upload", p.path.as_str(), data.len()),
+            Op::Publish(p) => ("rename into place", p.path.as_str(), 0),
             Op::Get(path) => ("download", *path, 0),
             Op::Delete(path) => ("delete", *path, 0),
         };
@@ -209,6 +225,41 @@ impl ObjectTransport for FtpTransport {
     async fn put(&self, key: &str, data: Bytes) -> Result<(), DeliveryError> {
         let placement = self.placement(key)?;
         self.run(Op::Put(&placement, &data)).await.map(drop)
+    }
+
+    /// Both uploads at once, on two pooled sessions, to their temporary
+    /// names; then the renames in order, so the sidecar's final name never
+    /// appears before the object's. On ftps this hides most of the
+    /// sidecar's cost: its data connection and TLS handshake overlap the
+    /// object's transfer instead of following it.
+    async fn put_with_sidecar(
+        &self,
+        key: &str,
+        data: Bytes,
+        sidecar_key: &str,
+        sidecar: Bytes,
+    ) -> Result<(), DeliveryError> {
+        let object = self.placement(key)?;
+        let side = self.placement(sidecar_key)?;
+        let (a, b) = tokio::join!(
+            self.run(Op::Stage(&object, &data)),
+            self.run(Op::Stage(&side, &sidecar)),
+        );
+        match (a, b) {
+            (Ok(_), Ok(_)) => {}
+            // A failed stage removed its own temp file; remove the one that
+            // landed (best effort: a later attempt uses new names).
+            (Ok(_), Err(e)) => return Err(self.discard(&object, e).await),
+            (Err(e), Ok(_)) => return Err(self.discard(&side, e).await),
+            (Err(e), Err(_)) => return Err(e),
+        }
+        if let Err(e) = self.run(Op::Publish(&object)).await {
+            return Err(self.discard(&side, e).await);
+        }
+        match self.run(Op::Publish(&side)).await {
+            Ok(_) => Ok(()),
+            Err(e) => Err(self.discard(&side, e).await),
+        }
     }
 
     async fn delete(&self, key: &str) -> Result<(), DeliveryError> {

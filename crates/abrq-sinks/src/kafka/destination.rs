@@ -13,8 +13,11 @@ use rdkafka::producer::future_producer::OwnedDeliveryResult;
 use rdkafka::producer::{DeliveryFuture, FutureProducer, FutureRecord, Producer};
 
 use super::config::KafkaSettings;
+use super::context::ClientErrors;
 use super::errors::{classify, kafka_error, KafkaOpError};
 use super::message;
+
+type KafkaProducer = FutureProducer<ClientErrors>;
 
 /// How long a metadata request (partition count, `check()`) may take.
 const METADATA_TIMEOUT: Duration = Duration::from_secs(10);
@@ -32,7 +35,9 @@ pub struct KafkaDestination {
     settings: KafkaSettings,
     /// Made on first use: creating it starts librdkafka's threads, which
     /// connect, and `build()` must do no I/O.
-    producer: Mutex<Option<FutureProducer>>,
+    producer: Mutex<Option<KafkaProducer>>,
+    /// Shared with every producer made: outlives their rebuilds.
+    client_errors: ClientErrors,
     /// The topic's partition count for round-robin placement; forgotten
     /// after a failed attempt, so added partitions are picked up.
     partitions: Mutex<Option<i32>>,
@@ -44,6 +49,7 @@ impl KafkaDestination {
         KafkaDestination {
             settings,
             producer: Mutex::new(None),
+            client_errors: ClientErrors::default(),
             partitions: Mutex::new(None),
             next_partition: AtomicUsize::new(0),
         }
@@ -53,15 +59,15 @@ impl KafkaDestination {
         &self.settings
     }
 
-    fn producer(&self) -> Result<FutureProducer, DeliveryError> {
+    fn producer(&self) -> Result<KafkaProducer, DeliveryError> {
         let mut slot = self.producer.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(p) = slot.as_ref() {
             return Ok(p.clone());
         }
-        let p: FutureProducer = self
+        let p: KafkaProducer = self
             .settings
             .client_config()
-            .create()
+            .create_with_context(self.client_errors.clone())
             .map_err(|e| kafka_error("create a producer", &self.settings.topic, e))?;
         *slot = Some(p.clone());
         Ok(p)
@@ -71,7 +77,7 @@ impl KafkaDestination {
         self.partitions.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    async fn partition_count(&self, producer: &FutureProducer) -> Result<i32, DeliveryError> {
+    async fn partition_count(&self, producer: &KafkaProducer) -> Result<i32, DeliveryError> {
         if let Some(n) = *self.cached_partitions() {
             return Ok(n);
         }
@@ -111,7 +117,7 @@ impl KafkaDestination {
     /// already in flight are still awaited, so a retry starts clean.
     async fn send_all(
         &self,
-        producer: &FutureProducer,
+        producer: &KafkaProducer,
         batch: &Batch,
         records: &[Encoded],
         partitions: Option<i32>,
@@ -187,7 +193,7 @@ fn note<Canceled>(
 
 /// The topic's partition count, from a metadata request (a blocking call,
 /// so off the async threads).
-async fn fetch_partitions(producer: FutureProducer, topic: String) -> Result<i32, DeliveryError> {
+async fn fetch_partitions(producer: KafkaProducer, topic: String) -> Result<i32, DeliveryError> {
     tokio::task::spawn_blocking(move || {
         let md = producer
             .client()
@@ -227,6 +233,34 @@ impl Destination for KafkaDestination {
     }
 
     async fn deliver(&self, batch: &Batch) -> Result<DeliveryReport, DeliveryError> {
+        let result = self.attempt(batch).await;
+        self.explained(result)
+    }
+
+    async fn check(&self) -> Result<CheckReport, DeliveryError> {
+        let result = self.check_topic().await;
+        self.explained(result)
+    }
+}
+
+impl KafkaDestination {
+    /// A transient failure gets the client's last connection-level error
+    /// as a note: "timed out" alone does not tell an operator that the
+    /// password or the CA is wrong.
+    fn explained<T>(&self, result: Result<T, DeliveryError>) -> Result<T, DeliveryError> {
+        match result {
+            Ok(v) => {
+                self.client_errors.clear();
+                Ok(v)
+            }
+            Err(e) => match self.client_errors.last() {
+                Some(why) if e.is_transient() => Err(e.with_note(why)),
+                _ => Err(e),
+            },
+        }
+    }
+
+    async fn attempt(&self, batch: &Batch) -> Result<DeliveryReport, DeliveryError> {
         let mut report = DeliveryReport::default();
         let records = self.encode(batch, &mut report)?;
         if records.is_empty() {
@@ -260,7 +294,7 @@ impl Destination for KafkaDestination {
         Ok(report)
     }
 
-    async fn check(&self) -> Result<CheckReport, DeliveryError> {
+    async fn check_topic(&self) -> Result<CheckReport, DeliveryError> {
         let producer = self.producer()?;
         let n = fetch_partitions(producer, self.settings.topic.clone()).await?;
         *self.cached_partitions() = Some(n);

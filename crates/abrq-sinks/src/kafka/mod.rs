@@ -1,9 +1,11 @@
 //! The `kafka` engine: one message per record, keyed by the `partition_key`
 //! field (murmur2, as Java places keys) or spread round-robin, acks=all and
 //! idempotence on. Config: `host` = bootstrap servers, `database` = topic,
-//! `username`/`password` = SASL PLAIN (off when empty).
+//! `username`/`password` = SASL (off when empty; `sasl_mechanism` PLAIN,
+//! SCRAM-SHA-256 or SCRAM-SHA-512), `tls` and `tls_ca_file` for TLS.
 
 pub mod config;
+mod context;
 mod destination;
 pub mod errors;
 pub mod message;
@@ -18,7 +20,7 @@ use abrq_core::Destination;
 
 use crate::BuildError;
 
-pub use config::KafkaSettings;
+pub use config::{KafkaSettings, SaslMechanism};
 pub use destination::KafkaDestination;
 /// The client, for callers that need it beside the destination (the
 /// bench's raw producer), at the same version and features.

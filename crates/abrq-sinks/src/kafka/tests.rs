@@ -38,21 +38,76 @@ fn host_is_required_and_topic_checked() {
 }
 
 #[test]
-fn tls_is_refused_rather_than_ignored() {
-    let e = settings("host = \"a\"\ndatabase = \"t\"\ntls = true").unwrap_err();
-    assert!(e.contains("tls"), "{e}");
+fn security_protocol_follows_tls_and_sasl() {
+    let protocol = |extra: &str| {
+        let s = settings(&format!("host = \"a\"\ndatabase = \"t\"\n{extra}")).unwrap();
+        let c = s.client_config();
+        c.get("security.protocol").unwrap().to_string()
+    };
+    assert_eq!(protocol(""), "plaintext");
+    assert_eq!(protocol("tls = true"), "ssl");
+    assert_eq!(protocol("username = \"u\""), "sasl_plaintext");
+    assert_eq!(protocol("tls = true\nusername = \"u\""), "sasl_ssl");
 }
 
 #[test]
 fn sasl_is_off_when_username_is_empty_and_password_hidden() {
     let s = settings("host = \"a\"\ndatabase = \"t\"").unwrap();
-    assert!(s.client_config().get("security.protocol").is_none());
+    assert!(s.client_config().get("sasl.mechanisms").is_none());
     let s = settings("host = \"a\"\ndatabase = \"t\"\nusername = \"u\"\npassword = \"hunter2\"")
         .unwrap();
     let c = s.client_config();
     assert_eq!(c.get("security.protocol"), Some("sasl_plaintext"));
+    assert_eq!(c.get("sasl.mechanisms"), Some("PLAIN"));
     assert_eq!(c.get("sasl.password"), Some("hunter2"));
     assert!(!format!("{s:?}").contains("hunter2"));
+}
+
+#[test]
+fn scram_mechanisms_are_named_and_checked() {
+    let base = "host = \"a\"\ndatabase = \"t\"\nusername = \"u\"\npassword = \"p\"\n";
+    for (given, name) in [
+        ("scram-sha-256", "SCRAM-SHA-256"),
+        ("SCRAM-SHA-512", "SCRAM-SHA-512"),
+        ("plain", "PLAIN"),
+    ] {
+        let s = settings(&format!("{base}sasl_mechanism = \"{given}\"")).unwrap();
+        assert_eq!(s.client_config().get("sasl.mechanisms"), Some(name));
+    }
+    let e = settings(&format!("{base}sasl_mechanism = \"GSSAPI\"")).unwrap_err();
+    assert!(e.contains("SCRAM-SHA-256"), "{e}");
+    let e = settings("host = \"a\"\ndatabase = \"t\"\nsasl_mechanism = \"PLAIN\"").unwrap_err();
+    assert!(e.contains("username"), "{e}");
+}
+
+#[test]
+fn tls_trusts_the_ca_file_or_the_system_roots() {
+    let c = settings("host = \"a\"\ndatabase = \"t\"\ntls = true")
+        .unwrap()
+        .client_config();
+    assert_eq!(c.get("ssl.ca.location"), Some("probe"));
+    assert_eq!(
+        c.get("ssl.endpoint.identification.algorithm"),
+        Some("https")
+    );
+    let ca = std::env::temp_dir().join(format!("abrq-ca-{}.pem", std::process::id()));
+    std::fs::write(&ca, "not checked here").unwrap();
+    // a CA file implies tls
+    let s = settings(&format!(
+        "host = \"a\"\ndatabase = \"t\"\ntls_ca_file = {:?}",
+        ca.display().to_string()
+    ))
+    .unwrap();
+    let c = s.client_config();
+    assert_eq!(c.get("security.protocol"), Some("ssl"));
+    assert_eq!(c.get("ssl.ca.location"), Some(ca.to_str().unwrap()));
+    std::fs::remove_file(&ca).unwrap();
+    let e = settings(&format!(
+        "host = \"a\"\ndatabase = \"t\"\ntls_ca_file = {:?}",
+        ca.display().to_string()
+    ))
+    .unwrap_err();
+    assert!(e.contains("tls_ca_file"), "{e}");
 }
 
 #[test]

@@ -57,13 +57,18 @@ impl<T: ObjectTransport + 'static> Destination for ObjectDestination<T> {
             .manifest
             .then(|| Manifest::new(&key, &data, enc.rows, &batch.meta, s.format));
         let bytes = data.len() as u64;
-        self.transport.put(&key, data).await?;
-        // After the object, never before: a manifest is a promise that its
-        // object is complete. A failure here retries the whole batch, which
-        // rewrites the identical object first.
-        if let Some(m) = manifest {
-            let mkey = naming::manifest_key(&key);
-            self.transport.put(&mkey, Bytes::from(m.to_json())).await?;
+        // The manifest is a promise that its object is complete, so it may
+        // become visible only after the object. A failure retries the whole
+        // batch, which rewrites the identical object first.
+        match manifest {
+            Some(m) => {
+                let mkey = naming::manifest_key(&key);
+                let m = Bytes::from(m.to_json());
+                self.transport
+                    .put_with_sidecar(&key, data, &mkey, m)
+                    .await?;
+            }
+            None => self.transport.put(&key, data).await?,
         }
         Ok(DeliveryReport {
             bytes,

@@ -19,6 +19,21 @@ pub trait ObjectTransport: Send + Sync {
     /// the new one, or none, never a part.
     async fn put(&self, key: &str, data: Bytes) -> Result<(), DeliveryError>;
 
+    /// Stores `data` under `key` and then `sidecar` under `sidecar_key`
+    /// (the manifest), such that the sidecar is never visible before the
+    /// object is complete. Engines that can overlap the two uploads
+    /// without breaking that order override this.
+    async fn put_with_sidecar(
+        &self,
+        key: &str,
+        data: Bytes,
+        sidecar_key: &str,
+        sidecar: Bytes,
+    ) -> Result<(), DeliveryError> {
+        self.put(key, data).await?;
+        self.put(sidecar_key, sidecar).await
+    }
+
     /// Removes `key`; removing a missing key succeeds.
     async fn delete(&self, key: &str) -> Result<(), DeliveryError>;
 

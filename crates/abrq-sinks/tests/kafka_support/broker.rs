@@ -10,7 +10,7 @@ use std::time::Duration;
 use tokio::process::{Child, Command};
 use tokio::time::{sleep, Instant};
 
-use super::proxy::Proxy;
+use abrq_testkit::Proxy;
 
 pub struct ProxiedBroker {
     pub proxy: Proxy,
@@ -18,14 +18,8 @@ pub struct ProxiedBroker {
 }
 
 impl ProxiedBroker {
-    /// `ABRQ_TEST_TANSU` or the binary scripts/services.sh installed.
     pub async fn start() -> ProxiedBroker {
-        let tansu = std::env::var("ABRQ_TEST_TANSU").unwrap_or_else(|_| {
-            abrq_testkit::cache_dir()
-                .join("tansu/bin/tansu")
-                .display()
-                .to_string()
-        });
+        let tansu = tansu();
         let proxy = Proxy::bind();
         let port = free_port();
         let broker = Command::new(&tansu)
@@ -44,14 +38,7 @@ impl ProxiedBroker {
                 panic!("start {tansu} (scripts/services.sh up kafka installs it): {e}")
             });
         let target = format!("127.0.0.1:{port}");
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while tokio::net::TcpStream::connect(&target).await.is_err() {
-            assert!(
-                Instant::now() < deadline,
-                "tansu did not listen on {target}"
-            );
-            sleep(Duration::from_millis(100)).await;
-        }
+        wait_listening(&target).await;
         proxy.forward_to(target);
         ProxiedBroker {
             proxy,
@@ -64,7 +51,26 @@ impl ProxiedBroker {
     }
 }
 
-fn free_port() -> u16 {
+/// `ABRQ_TEST_TANSU` or the binary scripts/services.sh installed.
+pub fn tansu() -> String {
+    std::env::var("ABRQ_TEST_TANSU").unwrap_or_else(|_| {
+        abrq_testkit::cache_dir()
+            .join("tansu/bin/tansu")
+            .display()
+            .to_string()
+    })
+}
+
+/// Waits until something listens on `addr`.
+pub async fn wait_listening(addr: &str) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while tokio::net::TcpStream::connect(addr).await.is_err() {
+        assert!(Instant::now() < deadline, "tansu did not listen on {addr}");
+        sleep(Duration::from_millis(100)).await;
+    }
+}
+
+pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()

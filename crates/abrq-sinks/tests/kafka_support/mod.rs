@@ -4,13 +4,13 @@
 #![allow(dead_code)] // each test binary uses a different part
 
 pub mod broker;
-pub mod proxy;
+pub mod secured;
 
 use std::collections::HashMap;
 use std::time::Duration;
 
 use abrq_core::{idempotency_key, Batch, BatchMeta, Item, Record};
-use abrq_sinks::kafka::{KafkaDestination, KafkaSettings};
+use abrq_sinks::kafka::{KafkaDestination, KafkaSettings, SaslMechanism};
 use abrq_testkit::names;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
@@ -23,13 +23,23 @@ use tokio::time::{timeout, Instant};
 
 pub const PARTITIONS: i32 = 4;
 
+/// The client properties that reach `brokers` in plaintext.
+pub fn plain(brokers: &str) -> ClientConfig {
+    let mut c = ClientConfig::new();
+    c.set("bootstrap.servers", brokers);
+    c
+}
+
 /// A new topic with [`PARTITIONS`] partitions on `brokers`.
 pub async fn create_topic(brokers: &str, prefix: &str) -> String {
+    create_topic_with(plain(brokers), prefix).await
+}
+
+/// [`create_topic`] through a client configured by `client`.
+pub async fn create_topic_with(client: ClientConfig, prefix: &str) -> String {
+    let brokers = client.get("bootstrap.servers").unwrap_or("?").to_string();
     let topic = names::topic(prefix);
-    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
-        .set("bootstrap.servers", brokers)
-        .create()
-        .expect("admin client");
+    let admin: AdminClient<DefaultClientContext> = client.create().expect("admin client");
     let options = AdminOptions::new().request_timeout(Some(Duration::from_secs(20)));
     let results = admin
         .create_topics(
@@ -57,6 +67,9 @@ pub fn settings(brokers: &str, topic: &str, partition_key: Option<&str>) -> Kafk
         partition_key: partition_key.map(str::to_string),
         username: None,
         password: None,
+        sasl_mechanism: SaslMechanism::Plain,
+        tls: false,
+        ca_file: None,
         message_timeout: Duration::from_secs(30),
         linger: Duration::from_millis(5),
         overrides: Vec::new(),
@@ -110,8 +123,12 @@ impl Consumed {
 /// Reads `expected` messages from every partition of `topic` (fails if
 /// fewer arrive), then briefly waits for any extra.
 pub async fn consume(brokers: &str, topic: &str, expected: usize) -> Vec<Consumed> {
-    let consumer: StreamConsumer = ClientConfig::new()
-        .set("bootstrap.servers", brokers)
+    consume_with(plain(brokers), topic, expected).await
+}
+
+/// [`consume`] through a client configured by `client`.
+pub async fn consume_with(mut client: ClientConfig, topic: &str, expected: usize) -> Vec<Consumed> {
+    let consumer: StreamConsumer = client
         .set("group.id", names::topic("kafka-test-group"))
         .set("enable.auto.commit", "false")
         .create()

@@ -1,0 +1,101 @@
+//! TLS and SASL SCRAM against a real broker (tansu with `--cert`, `--key`
+//! and `--authentication`), configured the way an operator writes it:
+//! `tls_ca_file`, `username`, `password`, `sasl_mechanism`.
+//!
+//! The right credentials over TLS deliver every record with its headers; a
+//! wrong password, an untrusted certificate or plaintext against the TLS
+//! port are transient failures (an operator fixes them, the batch is not
+//! to blame) whose message says what went wrong, for `abrq check` and the
+//! destination's status.
+
+mod kafka_support;
+
+use std::time::Duration;
+
+use abrq_core::config::Config;
+use abrq_core::Destination;
+use abrq_sinks::kafka::{KafkaDestination, KafkaSettings};
+use kafka_support::secured::SecuredBroker;
+use kafka_support::*;
+
+fn destination(extra: &str) -> KafkaDestination {
+    let text = format!(
+        "[[streams]]\nname = \"orders\"\n[streams.source]\nengine = \"http\"\n\
+         [[streams.destinations]]\nname = \"k\"\nengine = \"kafka\"\n{extra}\n"
+    );
+    let config = Config::parse(&text, "secured.toml").unwrap();
+    let dest = config.streams[0].get_ref().destinations[0]
+        .get_ref()
+        .clone();
+    let mut settings = KafkaSettings::from_config("orders", &dest).unwrap();
+    // a refused attempt fails in seconds, not the default 30
+    settings.message_timeout = Duration::from_secs(4);
+    KafkaDestination::new(settings)
+}
+
+fn config(b: &SecuredBroker, password: &str, ca: Option<&str>) -> String {
+    let ca = ca.map_or(String::new(), |c| format!("tls_ca_file = {c:?}\n"));
+    format!(
+        "host = \"{}\"\ndatabase = \"{}\"\ntls = true\n{ca}username = \"{}\"\n\
+         password = \"{password}\"\nsasl_mechanism = \"SCRAM-SHA-256\"\npartition_key = \"customer\"",
+        b.addr, b.topic, b.user
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scram_over_tls_delivers_and_bad_credentials_or_trust_are_explained() {
+    let broker = SecuredBroker::start().await;
+    let ca = broker.ca_file.display().to_string();
+
+    // Right password, private CA trusted: check and delivery succeed.
+    let dest = destination(&config(&broker, &broker.password, Some(&ca)));
+    let report = dest.check().await.expect("check over sasl_ssl");
+    assert!(report.detail.contains("4 partitions"), "{}", report.detail);
+    for seq in 1..=3 {
+        let b = batch(seq, records((seq as usize - 1) * 200, 200, 7));
+        dest.deliver(&b).await.expect("delivery over sasl_ssl");
+    }
+    let consumed = consume_with(broker.client(), &broker.topic, 600).await;
+    assert_eq!(consumed.len(), 600);
+    for m in &consumed {
+        for h in ["abrq_idempotency_key", "abrq_stream", "abrq_op"] {
+            assert!(m.headers.contains_key(h), "{h} missing: {m:?}");
+        }
+    }
+
+    // Wrong password: the broker refuses the SCRAM exchange.
+    let wrong = destination(&config(&broker, "not-the-password", Some(&ca)));
+    let e = wrong.check().await.unwrap_err();
+    assert!(e.is_transient(), "{}", e.describe());
+    let why = e.describe().to_lowercase();
+    assert!(
+        why.contains("auth") || why.contains("sasl"),
+        "the failure should name authentication: {why}"
+    );
+    let e = wrong
+        .deliver(&batch(9, records(0, 10, 3)))
+        .await
+        .unwrap_err();
+    assert!(e.is_transient(), "{}", e.describe());
+
+    // TLS without the private CA: the system's roots do not know it.
+    let untrusted = destination(&config(&broker, &broker.password, None));
+    let e = untrusted.check().await.unwrap_err();
+    assert!(e.is_transient(), "{}", e.describe());
+    let why = e.describe().to_lowercase();
+    assert!(
+        why.contains("ssl") || why.contains("certificate"),
+        "the failure should name the certificate: {why}"
+    );
+
+    // Plaintext against the TLS listener never gets through either.
+    let plain = destination(&format!(
+        "host = \"{}\"\ndatabase = \"{}\"",
+        broker.addr, broker.topic
+    ));
+    assert!(plain.check().await.unwrap_err().is_transient());
+
+    // Nothing of the refused attempts reached the topic.
+    let after = consume_with(broker.client(), &broker.topic, 600).await;
+    assert_eq!(after.len(), 600);
+}
