@@ -4,6 +4,11 @@
 //! them to a temporary name and renames it, on one logged-in session of the
 //! same client, to the same server. Both sides deliver one batch at a time,
 //! as a drain loop does, and connect and log in before the clock starts.
+//!
+//! ftp and ftps write a manifest by default, so the raw loop runs twice:
+//! the object alone, and the object followed by its manifest (the same
+//! files abrq writes, uploaded and renamed one after the other on one
+//! session, as a plain loop would).
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -14,7 +19,7 @@ use abrq_core::{Batch, Destination};
 use abrq_sinks::ftp::session::{self, Session, TlsCache};
 use abrq_sinks::ftp::{FtpSettings, FtpTransport};
 use abrq_sinks::object::encode::GZIP_LEVEL;
-use abrq_sinks::object::{naming, ObjectDestination, ObjectSettings, ObjectTransport};
+use abrq_sinks::object::{naming, Manifest, ObjectDestination, ObjectSettings, ObjectTransport};
 use anyhow::Context;
 use flate2::write::GzEncoder;
 use flate2::Compression;
@@ -68,31 +73,37 @@ pub async fn run(args: FtpArgs) -> anyhow::Result<()> {
     let mut rows = Vec::new();
     for secure in [false, true] {
         let settings = settings(&args, secure);
-        // one Vec per column: gzip, raw, abrq, ratio, abrq without manifest, ratio
-        let mut cols: [Vec<f64>; 6] = Default::default();
+        // one Vec per column: gzip, raw, raw + manifest, abrq, its ratio to
+        // raw + manifest and to raw, abrq without manifest, its ratio to raw
+        let mut cols: [Vec<f64>; 8] = Default::default();
         for round in 0..args.rounds {
             // Load on the machine drifts: alternate the order, and take
             // each ratio within its own round.
-            let (r, m, n) = if round % 2 == 0 {
-                let r = raw_loop(&settings, &batches).await?;
+            let (r, rm, m, n) = if round % 2 == 0 {
+                let r = raw_loop(&settings, &batches, false).await?;
+                let rm = raw_loop(&settings, &batches, true).await?;
                 let m = through_destination(&settings, &batches, true).await?;
                 let n = through_destination(&settings, &batches, false).await?;
-                (r, m, n)
+                (r, rm, m, n)
             } else {
                 let n = through_destination(&settings, &batches, false).await?;
                 let m = through_destination(&settings, &batches, true).await?;
-                let r = raw_loop(&settings, &batches).await?;
-                (r, m, n)
+                let rm = raw_loop(&settings, &batches, true).await?;
+                let r = raw_loop(&settings, &batches, false).await?;
+                (r, rm, m, n)
             };
-            let (r, m, n, g) = (mb / r.secs, mb / m.secs, mb / n.secs, mb / r.gzip_secs);
+            let g = mb / r.gzip_secs;
+            let (r, rm, m, n) = (mb / r.secs, mb / rm.secs, mb / m.secs, mb / n.secs);
             println!(
-                "{} round {round}: raw {r:.1} MB/s (gzip alone {g:.1}), abrq {m:.1} MB/s ({:.2}), \
+                "{} round {round}: raw {r:.1} MB/s (gzip alone {g:.1}), raw with manifest \
+                 {rm:.1}, abrq {m:.1} MB/s ({:.2} of raw with manifest, {:.2} of raw), \
                  abrq without manifest {n:.1} MB/s ({:.2})",
                 settings.server(),
+                m / rm,
                 m / r,
                 n / r
             );
-            for (col, v) in cols.iter_mut().zip([g, r, m, m / r, n, n / r]) {
+            for (col, v) in cols.iter_mut().zip([g, r, rm, m, m / rm, m / r, n, n / r]) {
                 col.push(v);
             }
         }
@@ -101,12 +112,15 @@ pub async fn run(args: FtpArgs) -> anyhow::Result<()> {
     }
     println!();
     println!(
-        "| server | gzip alone, level {GZIP_LEVEL} | raw gzip + upload + rename | \
-         abrq (manifest on, the default) | ratio | abrq, manifest off | ratio |"
+        "| server | gzip alone, level {GZIP_LEVEL} | raw: object | raw: object, then manifest | \
+         abrq (manifest on, the default) | ratio to raw with manifest | ratio to raw object | \
+         abrq, manifest off | ratio to raw object |"
     );
-    println!("|---|---|---|---|---|---|---|");
-    for (server, [g, r, m, mr, n, nr]) in rows {
-        println!("| {server} | {g:.1} | {r:.1} | {m:.1} | {mr:.2} | {n:.1} | {nr:.2} |");
+    println!("|---|---|---|---|---|---|---|---|---|");
+    for (server, [g, r, rm, m, mrm, mr, n, nr]) in rows {
+        println!(
+            "| {server} | {g:.1} | {r:.1} | {rm:.1} | {m:.1} | {mrm:.2} | {mr:.2} | {n:.1} | {nr:.2} |"
+        );
     }
     println!(
         "\nMB/s of JSON lines delivered, one batch at a time; medians of the rounds \
@@ -147,7 +161,11 @@ fn nanos() -> u128 {
         .unwrap_or(0)
 }
 
-async fn raw_loop(settings: &FtpSettings, batches: &[Batch]) -> anyhow::Result<Pass> {
+async fn raw_loop(
+    settings: &FtpSettings,
+    batches: &[Batch],
+    manifest: bool,
+) -> anyhow::Result<Pass> {
     let mut s: Session = session::open(settings, &TlsCache::default())
         .await
         .with_context(|| format!("connect to {}", settings.server()))?;
@@ -178,6 +196,15 @@ async fn raw_loop(settings: &FtpSettings, batches: &[Batch]) -> anyhow::Result<P
         up.write_all(&data).await?;
         up.finish().await?;
         s.rename(&temp, &name).await?;
+        if manifest {
+            let m = Manifest::new(&name, &data, b.meta.records, &b.meta, ObjectFormat::JsonlGz);
+            let mname = naming::manifest_key(&name);
+            let mut up = s.put_with_stream(&temp).await?;
+            up.write_all(&m.to_json()).await?;
+            up.finish().await?;
+            s.rename(&temp, &mname).await?;
+            names.push(mname);
+        }
         names.push(name);
     }
     let secs = start.elapsed().as_secs_f64();
