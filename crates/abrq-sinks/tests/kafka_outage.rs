@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use abrq_core::Destination;
-use kafka_support::broker::ProxiedBroker;
+use abrq_testkit::ProxiedBroker;
 use kafka_support::*;
 use tokio::time::{sleep, Instant};
 

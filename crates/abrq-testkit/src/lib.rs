@@ -20,6 +20,7 @@ pub mod names;
 mod proxy;
 mod s3;
 mod sql;
+pub mod tansu;
 
 pub use azure::Azure;
 pub use env::{cache_dir, Secret};
@@ -29,3 +30,4 @@ pub use kafka::Kafka;
 pub use proxy::Proxy;
 pub use s3::S3;
 pub use sql::{Mysql, Postgres};
+pub use tansu::ProxiedBroker;

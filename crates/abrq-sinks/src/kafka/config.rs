@@ -29,7 +29,9 @@ pub struct KafkaSettings {
     /// A private CA to trust; otherwise the system's roots.
     pub ca_file: Option<PathBuf>,
     /// How long librdkafka may keep retrying one record before the attempt
-    /// fails: bounds a delivery attempt during an outage.
+    /// fails: nine tenths of the destination's `retry.attempt_timeout`, so
+    /// an attempt's records fail inside the attempt (and the producer is
+    /// rebuilt clean) rather than being cut off with records still queued.
     pub message_timeout: Duration,
     /// librdkafka's own batching delay (its default, stated so the bench's
     /// raw producer can use the same).
@@ -84,7 +86,7 @@ impl KafkaSettings {
             sasl_mechanism,
             tls: cfg.tls || ca_file.is_some(),
             ca_file,
-            message_timeout: Duration::from_secs(30),
+            message_timeout: (cfg.retry.attempt_timeout.0 * 9 / 10).max(Duration::from_secs(1)),
             linger: Duration::from_millis(5),
             overrides: Vec::new(),
         })

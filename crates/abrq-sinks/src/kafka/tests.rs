@@ -111,6 +111,17 @@ fn tls_trusts_the_ca_file_or_the_system_roots() {
 }
 
 #[test]
+fn records_time_out_inside_the_attempt() {
+    let s = settings("host = \"a\"\ndatabase = \"t\"").unwrap();
+    assert_eq!(s.message_timeout, std::time::Duration::from_secs(27));
+    let s = settings(
+        "host = \"a\"\ndatabase = \"t\"\n[streams.destinations.retry]\nattempt_timeout = \"5s\"",
+    )
+    .unwrap();
+    assert_eq!(s.client_config().get("message.timeout.ms"), Some("4500"));
+}
+
+#[test]
 fn producer_is_idempotent_with_java_placement() {
     let c = settings("host = \"a\"\ndatabase = \"t\"")
         .unwrap()

@@ -3,7 +3,6 @@
 
 #![allow(dead_code)] // each test binary uses a different part
 
-pub mod broker;
 pub mod secured;
 
 use std::collections::HashMap;

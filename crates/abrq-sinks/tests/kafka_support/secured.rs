@@ -18,7 +18,7 @@ use abrq_testkit::Proxy;
 use rdkafka::config::ClientConfig;
 use tokio::process::{Child, Command};
 
-use super::broker::{free_port, tansu, wait_listening};
+use abrq_testkit::tansu::{free_port, tansu, wait_listening};
 
 pub struct SecuredBroker {
     pub addr: String,

@@ -1,7 +1,9 @@
-//! A second tansu broker of the test's own, behind a [`Proxy`]. The shared
-//! broker of scripts/services.sh advertises its own address, so a client
-//! bootstrapped through a proxy would reconnect around it; this one
-//! advertises the proxy's port, so cutting the proxy cuts the client off.
+//! tansu brokers of a test's own: the binary scripts/services.sh built,
+//! and a broker behind a [`Proxy`] for outage tests. The shared broker of
+//! scripts/services.sh advertises its own address, so a client
+//! bootstrapped through a proxy would reconnect around it; a
+//! [`ProxiedBroker`] advertises the proxy's port, so cutting the proxy cuts
+//! the client off.
 
 use std::net::TcpListener;
 use std::process::Stdio;
@@ -10,8 +12,9 @@ use std::time::Duration;
 use tokio::process::{Child, Command};
 use tokio::time::{sleep, Instant};
 
-use abrq_testkit::Proxy;
+use crate::proxy::Proxy;
 
+/// A memory-backed broker reachable only through its proxy.
 pub struct ProxiedBroker {
     pub proxy: Proxy,
     _broker: Child,
@@ -54,7 +57,7 @@ impl ProxiedBroker {
 /// `ABRQ_TEST_TANSU` or the binary scripts/services.sh installed.
 pub fn tansu() -> String {
     std::env::var("ABRQ_TEST_TANSU").unwrap_or_else(|_| {
-        abrq_testkit::cache_dir()
+        crate::env::cache_dir()
             .join("tansu/bin/tansu")
             .display()
             .to_string()
