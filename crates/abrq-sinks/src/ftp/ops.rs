@@ -12,6 +12,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::errors::{session_survives, Cause};
 use super::session::Session;
+use crate::object::temp;
 
 /// A failed step: what was being done to which path, and why.
 #[derive(Debug)]
@@ -118,6 +119,7 @@ async fn upload(s: &mut Session, dirs: &DirCache, p: &Placement, data: &Bytes) -
     let known = dirs.knows(&p.dir);
     if !known {
         mkdir_p(s, p).await?;
+        sweep(s, &p.dir).await;
     }
     match store(s, &p.temp, data).await {
         // Someone removed a directory we had made: make it again, once.
@@ -130,6 +132,27 @@ async fn upload(s: &mut Session, dirs: &DirCache, p: &Placement, data: &Bytes) -
     }
     dirs.remember(&p.dir);
     Ok(())
+}
+
+/// Removes the temp files an earlier process left in `dir` (see
+/// [`temp::is_leftover`]): run when a session first writes into a
+/// directory this process has not seen. Best effort: a leftover is litter,
+/// never data, and a listing that fails is not the put's failure.
+async fn sweep(s: &mut Session, dir: &str) {
+    let Ok(names) = s.nlst(Some(dir)).await else {
+        return;
+    };
+    let mut removed = 0;
+    for listed in names {
+        // servers list bare names or whole paths
+        let name = listed.rsplit('/').next().unwrap_or(&listed);
+        if temp::is_leftover(name) && s.rm(format!("{dir}/{name}")).await.is_ok() {
+            removed += 1;
+        }
+    }
+    if removed > 0 {
+        tracing::info!(dir, removed, "removed temporary files an earlier run left");
+    }
 }
 
 /// `mkdir -p`: MKD the directory, and if that is refused walk down from the

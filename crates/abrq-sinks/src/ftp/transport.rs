@@ -15,7 +15,7 @@ use super::errors::{ftp_error, session_survives, Cause};
 use super::ops::{self, DirCache, Placement};
 use super::pool::Pool;
 use super::session::{self, Session, TlsCache};
-use crate::object::ObjectTransport;
+use crate::object::{temp, ObjectTransport};
 
 /// A session idle this long is checked with NOOP before use: a server or a
 /// NAT box may have dropped it, silently in the worst case, and a command
@@ -114,9 +114,8 @@ impl FtpTransport {
             acc.push_str(part);
             ancestors.push(acc.clone());
         }
-        // Same directory (a rename is atomic only there), dot name: readers
-        // globbing for `part-*` never pick it up; random: attempts never clash.
-        let temp = format!("{parent}/.{name}.tmp-{:016x}", rand::random::<u64>());
+        // Same directory: a rename is atomic only there.
+        let temp = format!("{parent}/{}", temp::temp_name(name));
         Ok(Placement {
             dir,
             ancestors,

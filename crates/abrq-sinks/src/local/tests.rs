@@ -198,3 +198,46 @@ fn build_refuses_a_prefix_that_leaves_the_base_directory() {
     assert!(e.contains("prefix"), "{e}");
     assert!(crate::build("orders", &config("prefix = \"/a/b/\"", d.path())).is_ok());
 }
+
+/// A temp file name as an earlier process would have made it.
+fn stale_temp(final_name: &str) -> String {
+    let hour_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+    let ms = hour_ago
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis();
+    format!(".{final_name}.tmp-{ms:x}-0000beef")
+}
+
+#[tokio::test]
+async fn leftovers_of_an_earlier_process_are_swept_where_it_writes() {
+    let (dir, t) = transport();
+    let day = dir.path().join("out/p/dt=2026-07-30");
+    let other_day = dir.path().join("out/p/dt=2026-07-29");
+    let stale = stale_temp("part-1.jsonl.gz");
+    for d in [&day, &other_day] {
+        std::fs::create_dir_all(d).unwrap();
+        std::fs::write(d.join(&stale), "half").unwrap();
+    }
+    // the format of earlier versions, random only
+    std::fs::write(day.join(".part-2.csv.tmp-0123456789abcdef"), "half").unwrap();
+    // a write in flight (made after this process started) and real data
+    let in_flight = crate::object::temp::temp_name("part-3.jsonl");
+    std::fs::write(day.join(&in_flight), "being written").unwrap();
+    std::fs::write(day.join("part-4.jsonl"), "{}\n").unwrap();
+
+    t.put("p/dt=2026-07-30/part-5.jsonl", "{}\n".into())
+        .await
+        .unwrap();
+    let left = files(&dir.path().join("out"));
+    assert_eq!(
+        left,
+        [
+            format!("p/dt=2026-07-29/{stale}"),
+            format!("p/dt=2026-07-30/{in_flight}"),
+            "p/dt=2026-07-30/part-4.jsonl".to_string(),
+            "p/dt=2026-07-30/part-5.jsonl".to_string(),
+        ],
+        "only the directory written to is swept, and only of leftovers"
+    );
+}

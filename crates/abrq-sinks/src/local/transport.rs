@@ -3,20 +3,23 @@
 //! it over the final name, fsync the directory. A reader sees the old file
 //! or the new one, never a part, and a replay simply replaces the file.
 
+use std::collections::HashSet;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Component, Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use abrq_core::DeliveryError;
 use async_trait::async_trait;
 use bytes::Bytes;
 
 use super::errors::local_error;
-use crate::object::ObjectTransport;
+use crate::object::{temp, ObjectTransport};
 
 #[derive(Debug, Clone)]
 pub struct LocalTransport {
     root: PathBuf,
+    swept: Swept,
 }
 
 impl LocalTransport {
@@ -26,7 +29,10 @@ impl LocalTransport {
     pub fn new(root: impl Into<PathBuf>) -> Self {
         let root = root.into();
         let root = std::path::absolute(&root).unwrap_or(root);
-        LocalTransport { root }
+        LocalTransport {
+            root,
+            swept: Swept::default(),
+        }
     }
 
     pub fn root(&self) -> &Path {
@@ -70,7 +76,8 @@ impl ObjectTransport for LocalTransport {
 
     async fn put(&self, key: &str, data: Bytes) -> Result<(), DeliveryError> {
         let path = self.path_of(key)?;
-        blocking(move || write_atomic(&path, &data)).await
+        let swept = self.swept.clone();
+        blocking(move || write_atomic(&path, &data, &swept)).await
     }
 
     async fn delete(&self, key: &str) -> Result<(), DeliveryError> {
@@ -108,16 +115,50 @@ where
     }
 }
 
-fn write_atomic(path: &Path, data: &[u8]) -> Result<(), DeliveryError> {
+/// Directories this process has cleared of an earlier process's leftover
+/// temp files (shared by clones).
+#[derive(Debug, Clone, Default)]
+struct Swept(Arc<Mutex<HashSet<PathBuf>>>);
+
+impl Swept {
+    /// Removes what an earlier process left in `dir` (see
+    /// [`temp::is_leftover`]), the first time this process writes there.
+    /// Best effort: a leftover is litter, never data.
+    fn sweep_once(&self, dir: &Path) {
+        {
+            let mut set = self.0.lock().unwrap_or_else(|p| p.into_inner());
+            // one directory per prefix and day: bounded, but cap it
+            if set.len() >= 4096 {
+                set.clear();
+            }
+            if !set.insert(dir.to_path_buf()) {
+                return;
+            }
+        }
+        let Ok(entries) = fs::read_dir(dir) else {
+            return;
+        };
+        let removed = entries
+            .flatten()
+            .filter(|e| e.file_name().to_str().is_some_and(temp::is_leftover))
+            .filter(|e| fs::remove_file(e.path()).is_ok())
+            .count();
+        if removed > 0 {
+            tracing::info!(dir = %dir.display(), removed, "removed temporary files an earlier run left");
+        }
+    }
+}
+
+fn write_atomic(path: &Path, data: &[u8], swept: &Swept) -> Result<(), DeliveryError> {
     let dir = path.parent().expect("a key maps below the root");
     ensure_dir(dir)?;
+    swept.sweep_once(dir);
     let name = path
         .file_name()
         .expect("a key ends in a name")
         .to_string_lossy();
-    // Same directory: rename is atomic only within one filesystem. A dot
-    // name: consumers globbing for `part-*` never pick it up.
-    let tmp = dir.join(format!(".{name}.tmp-{:016x}", rand::random::<u64>()));
+    // Same directory: rename is atomic only within one filesystem.
+    let tmp = dir.join(temp::temp_name(&name));
     let result = write_then_rename(&tmp, path, data);
     if result.is_err() {
         // Best effort; the write's own error is the one worth reporting.

@@ -8,6 +8,7 @@ pub mod encode;
 pub mod manifest;
 pub mod naming;
 pub mod parquet;
+pub mod temp;
 mod transport;
 
 #[cfg(test)]
