@@ -34,10 +34,14 @@ fn destination(extra: &str) -> KafkaDestination {
 }
 
 fn config(b: &SecuredBroker, password: &str, ca: Option<&str>) -> String {
+    config_with(b, password, ca, "SCRAM-SHA-256")
+}
+
+fn config_with(b: &SecuredBroker, password: &str, ca: Option<&str>, mechanism: &str) -> String {
     let ca = ca.map_or(String::new(), |c| format!("tls_ca_file = {c:?}\n"));
     format!(
         "host = \"{}\"\ndatabase = \"{}\"\ntls = true\n{ca}username = \"{}\"\n\
-         password = \"{password}\"\nsasl_mechanism = \"SCRAM-SHA-256\"\npartition_key = \"customer\"",
+         password = \"{password}\"\nsasl_mechanism = \"{mechanism}\"\npartition_key = \"customer\"",
         b.addr, b.topic, b.user
     )
 }
@@ -47,13 +51,23 @@ async fn scram_over_tls_delivers_and_bad_credentials_or_trust_are_explained() {
     let broker = SecuredBroker::start().await;
     let ca = broker.ca_file.display().to_string();
 
-    // Right password, private CA trusted: check and delivery succeed.
-    let dest = destination(&config(&broker, &broker.password, Some(&ca)));
-    let report = dest.check().await.expect("check over sasl_ssl");
-    assert!(report.detail.contains("4 partitions"), "{}", report.detail);
-    for seq in 1..=3 {
-        let b = batch(seq, records((seq as usize - 1) * 200, 200, 7));
-        dest.deliver(&b).await.expect("delivery over sasl_ssl");
+    // Right password, private CA trusted: check and delivery succeed, with
+    // either SCRAM mechanism.
+    for (mechanism, seqs) in [("SCRAM-SHA-256", 1..=2), ("SCRAM-SHA-512", 3..=3)] {
+        let dest = destination(&config_with(
+            &broker,
+            &broker.password,
+            Some(&ca),
+            mechanism,
+        ));
+        let report = dest.check().await.expect("check over sasl_ssl");
+        assert!(report.detail.contains("4 partitions"), "{}", report.detail);
+        for seq in seqs {
+            let b = batch(seq, records((seq as usize - 1) * 200, 200, 7));
+            dest.deliver(&b)
+                .await
+                .unwrap_or_else(|e| panic!("{mechanism}: {}", e.describe()));
+        }
     }
     let consumed = consume_with(broker.client(), &broker.topic, 600).await;
     assert_eq!(consumed.len(), 600);

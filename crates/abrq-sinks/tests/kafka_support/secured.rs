@@ -1,6 +1,6 @@
 //! A tansu broker of the test's own that requires SASL authentication,
-//! reachable only over TLS, with one SCRAM user and one topic made
-//! beforehand.
+//! reachable only over TLS, with one SCRAM user (SHA-256 and SHA-512) and
+//! one topic made beforehand.
 //!
 //! tansu keeps SCRAM credentials in its storage, and with authentication
 //! on it refuses the request that creates them, so the broker starts twice
@@ -46,17 +46,20 @@ impl SecuredBroker {
 
         let mut open = spawn(&dir, &setup);
         wait_listening(&setup).await;
-        let created = Command::new(tansu())
-            .args(["user", "create", "--broker", &format!("tcp://{setup}")])
-            .args(["--mechanism", "scram256", &user, &password])
-            .output()
-            .await
-            .expect("run tansu user create");
-        assert!(
-            created.status.success(),
-            "tansu user create: {}",
-            String::from_utf8_lossy(&created.stderr)
-        );
+        // the same user and password under both SCRAM mechanisms
+        for mechanism in ["scram256", "scram512"] {
+            let created = Command::new(tansu())
+                .args(["user", "create", "--broker", &format!("tcp://{setup}")])
+                .args(["--mechanism", mechanism, &user, &password])
+                .output()
+                .await
+                .expect("run tansu user create");
+            assert!(
+                created.status.success(),
+                "tansu user create --mechanism {mechanism}: {}",
+                String::from_utf8_lossy(&created.stderr)
+            );
+        }
         let topic = super::create_topic(&setup, "secured").await;
         open.kill().await.unwrap();
         open.wait().await.unwrap();
