@@ -31,7 +31,8 @@ pub struct IngestAck {
     pub batches: u64,
     pub first_seq: Option<u64>,
     pub last_seq: Option<u64>,
-    /// The Idempotency-Key was seen before; nothing was staged again.
+    /// The Idempotency-Key was seen before; nothing was staged again
+    /// (`records` and `batches` are 0) and the seqs are the first request's.
     pub duplicate: bool,
 }
 
@@ -63,11 +64,14 @@ impl Engine {
                 last_seq: seqs.last().copied(),
                 duplicate: false,
             }),
-            StageOutcome::Duplicate => Ok(IngestAck {
+            StageOutcome::Duplicate {
+                first_seq,
+                last_seq,
+            } => Ok(IngestAck {
                 records: 0,
                 batches: 0,
-                first_seq: None,
-                last_seq: None,
+                first_seq,
+                last_seq,
                 duplicate: true,
             }),
         }

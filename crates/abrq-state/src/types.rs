@@ -25,8 +25,12 @@ pub struct NewBatch {
 pub enum StageOutcome {
     /// Staged with these seqs, in order.
     Staged(Vec<u64>),
-    /// The request key was seen before: nothing was staged again.
-    Duplicate,
+    /// The request key was seen before: nothing was staged again. The seqs
+    /// the first request got, so a client retrying can learn them.
+    Duplicate {
+        first_seq: Option<u64>,
+        last_seq: Option<u64>,
+    },
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]

@@ -168,6 +168,17 @@ async fn ingest_stages_whole_requests_only() {
     let (code, ack) = post(&abrq, &good, Some(TOKEN), &key).await;
     assert_eq!(code, 200, "{ack}");
     assert_eq!(ack["duplicate"], true, "{ack}");
+    // nothing staged now, and the seqs the first request got
+    assert_eq!(
+        (ack["records"].as_u64(), ack["batches"].as_u64()),
+        (Some(0), Some(0)),
+        "{ack}"
+    );
+    assert_eq!(
+        (ack["first_seq"].as_u64(), ack["last_seq"].as_u64()),
+        (Some(1), Some(2)),
+        "{ack}"
+    );
     assert_staged(&abrq, 2, 3.0, "the k1 retry").await;
 
     // A refused request does not burn its key: the corrected retry stages.

@@ -354,10 +354,9 @@ pub async fn durable_across_reopen(open: Opener) {
         .stage("s", batches(1, 1, 1), None, Some("req"))
         .await
         .unwrap();
-    assert_eq!(
-        dup,
-        StageOutcome::Duplicate,
-        "request keys survive a restart"
+    assert!(
+        matches!(dup, StageOutcome::Duplicate { .. }),
+        "request keys survive a restart: {dup:?}"
     );
     assert_eq!(store.register_stream("s").await.unwrap().uuid, uuid);
 }

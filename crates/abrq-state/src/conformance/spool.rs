@@ -133,7 +133,14 @@ pub async fn request_key_dedupes(open: Opener) {
         .stage("s", batches(2, 1, 1), Some("c2".into()), Some("req-1"))
         .await
         .unwrap();
-    assert_eq!(again, StageOutcome::Duplicate);
+    assert_eq!(
+        again,
+        StageOutcome::Duplicate {
+            first_seq: Some(1),
+            last_seq: Some(2)
+        },
+        "a duplicate names the seqs the first request got"
+    );
     let stats = store.spool_stats("s").await.unwrap();
     assert_eq!(
         (stats.batches, stats.last_seq),

@@ -80,10 +80,19 @@ pub(crate) fn stage(
     let s = stream_ids(conn, stream)?;
     if let Some(key) = request_key {
         let seen = conn
-            .prepare_cached("SELECT 1 FROM ingest_requests WHERE stream_id = ?1 AND key = ?2")?
-            .exists(params![s.id, key])?;
-        if seen {
-            return Ok(StageOutcome::Duplicate);
+            .prepare_cached(
+                "SELECT first_seq, last_seq FROM ingest_requests
+                 WHERE stream_id = ?1 AND key = ?2",
+            )?
+            .query_row(params![s.id, key], |r| {
+                Ok((r.get::<_, Option<u64>>(0)?, r.get::<_, Option<u64>>(1)?))
+            })
+            .optional()?;
+        if let Some((first_seq, last_seq)) = seen {
+            return Ok(StageOutcome::Duplicate {
+                first_seq,
+                last_seq,
+            });
         }
     }
 
