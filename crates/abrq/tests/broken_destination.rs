@@ -71,15 +71,7 @@ async fn broken_destination_opens_its_breaker_and_catches_up_after_reset() {
     abrq.start().await;
 
     // good drains the whole source while bad's circuit is open.
-    abrq.wait_for("the circuit of a local destination to open", async || {
-        abrq.metric(
-            "abrq_stream_fanout_circuit_opened_total",
-            &[("destination_kind", "local")],
-        )
-        .await
-            >= 1.0
-    })
-    .await;
+    abrq.wait_circuit_opened("local").await;
     let st = abrq
         .wait_status(
             STREAM,

@@ -11,7 +11,6 @@
 mod common;
 
 use std::collections::{BTreeMap, HashSet};
-use std::io::Write;
 use std::time::Duration;
 
 use abrq_sinks::kafka::rdkafka;
@@ -21,6 +20,7 @@ use rdkafka::client::DefaultClientContext;
 use rdkafka::consumer::{Consumer, StreamConsumer};
 use rdkafka::message::{Headers, Message};
 use rdkafka::{ClientConfig, Offset, TopicPartitionList};
+use serde_json::json;
 
 const STREAM: &str = "orders";
 const PER_PHASE: u64 = 2_000;
@@ -29,20 +29,10 @@ const PARTITIONS: i32 = 4;
 const CUSTOMERS: u64 = 13;
 
 fn append_orders(path: &std::path::Path, ids: std::ops::RangeInclusive<u64>) {
-    let mut f = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)
-        .unwrap();
-    let mut text = String::new();
-    for id in ids {
-        text.push_str(&format!(
-            "{{\"order_id\":{id},\"customer\":\"c{}\"}}\n",
-            id % CUSTOMERS
-        ));
-    }
-    f.write_all(text.as_bytes()).unwrap();
-    f.sync_all().unwrap();
+    append_ndjson(
+        path,
+        ids.map(|id| json!({"order_id": id, "customer": format!("c{}", id % CUSTOMERS)})),
+    );
 }
 
 async fn create_topic(brokers: &str) -> String {
@@ -164,15 +154,7 @@ database = "{local}"
     broker.proxy.cut();
     append_orders(&input, PER_PHASE + 1..=2 * PER_PHASE);
     let last = 2 * phase1;
-    abrq.wait_for("the kafka circuit to open", async || {
-        abrq.metric(
-            "abrq_stream_fanout_circuit_opened_total",
-            &[("destination_kind", "kafka")],
-        )
-        .await
-            >= 1.0
-    })
-    .await;
+    abrq.wait_circuit_opened("kafka").await;
     let st = abrq
         .wait_status(
             STREAM,

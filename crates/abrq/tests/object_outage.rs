@@ -11,34 +11,25 @@
 mod common;
 
 use std::collections::BTreeSet;
-use std::io::Write;
 use std::time::{Duration, Instant};
 
 use common::*;
 use futures::TryStreamExt;
 use object_store::aws::AmazonS3Builder;
 use object_store::{ObjectStore, ObjectStoreExt};
+use serde_json::json;
 
 const STREAM: &str = "orders";
 const PER_PHASE: u64 = 5_000;
 const BATCH: u64 = 250;
 
 fn append_orders(path: &std::path::Path, ids: std::ops::RangeInclusive<u64>) {
-    let mut f = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)
-        .unwrap();
-    let mut text = String::new();
-    for id in ids {
-        text.push_str(&format!(
-            "{{\"order_id\":{id},\"customer\":\"c{}\",\"amount\":{}.25}}\n",
-            id % 97,
-            id % 1000
-        ));
-    }
-    f.write_all(text.as_bytes()).unwrap();
-    f.sync_all().unwrap();
+    append_ndjson(
+        path,
+        ids.map(
+            |id| json!({"order_id": id, "customer": format!("c{}", id % 97), "amount": id % 1000}),
+        ),
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -122,15 +113,7 @@ prefix = "orders"
     let cut_at = Instant::now();
     append_orders(&input, PER_PHASE + 1..=2 * PER_PHASE);
     let last = 2 * phase1;
-    abrq.wait_for("the s3 circuit to open", async || {
-        abrq.metric(
-            "abrq_stream_fanout_circuit_opened_total",
-            &[("destination_kind", "s3")],
-        )
-        .await
-            >= 1.0
-    })
-    .await;
+    abrq.wait_circuit_opened("s3").await;
     let st = abrq
         .wait_status(STREAM, "local through phase two while s3 is down", |st| {
             u(&dest_of(st, "local")["high_water_mark"]) == last

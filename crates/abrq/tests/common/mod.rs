@@ -412,6 +412,38 @@ impl Abrq {
         })
         .await;
     }
+
+    /// Waits until a destination of engine `kind` has tripped its breaker.
+    pub async fn wait_circuit_opened(&self, kind: &str) {
+        let what = format!("the circuit of a {kind} destination to open");
+        self.wait_for(&what, async || {
+            self.metric(
+                "abrq_stream_fanout_circuit_opened_total",
+                &[("destination_kind", kind)],
+            )
+            .await
+                >= 1.0
+        })
+        .await;
+    }
+}
+
+/// Appends `records` to the NDJSON file at `path` (made if missing) and
+/// fsyncs it, as a producer feeding a followed file source would.
+pub fn append_ndjson(path: &Path, records: impl IntoIterator<Item = Value>) {
+    let mut text = String::new();
+    for r in records {
+        text.push_str(&r.to_string());
+        text.push('\n');
+    }
+    let mut f = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .expect("open the input file");
+    f.write_all(text.as_bytes())
+        .expect("append to the input file");
+    f.sync_all().expect("fsync the input file");
 }
 
 impl Drop for Abrq {
