@@ -11,16 +11,37 @@ use rdkafka::ClientContext;
 
 /// Cheap to clone: clones share the last error.
 #[derive(Clone, Default)]
-pub struct ClientErrors(Arc<Mutex<Option<String>>>);
+pub struct ClientErrors(Arc<Mutex<Option<Recorded>>>);
+
+struct Recorded {
+    code: Option<RDKafkaErrorCode>,
+    message: String,
+}
 
 impl ClientErrors {
-    fn slot(&self) -> std::sync::MutexGuard<'_, Option<String>> {
+    fn slot(&self) -> std::sync::MutexGuard<'_, Option<Recorded>> {
         self.0.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// The last connection-level error since the last [`ClientErrors::clear`].
     pub fn last(&self) -> Option<String> {
-        self.slot().clone()
+        self.slot().as_ref().map(|r| r.message.clone())
+    }
+
+    /// The last error, if it says the brokers refuse this client (its
+    /// credentials, or the TLS handshake): waiting longer will not help.
+    pub fn refusal(&self) -> Option<String> {
+        let slot = self.slot();
+        let r = slot.as_ref()?;
+        let refused = matches!(
+            r.code,
+            Some(
+                RDKafkaErrorCode::Authentication
+                    | RDKafkaErrorCode::SaslAuthenticationFailed
+                    | RDKafkaErrorCode::SSL
+            )
+        );
+        refused.then(|| r.message.clone())
     }
 
     /// Called after a success: old trouble no longer explains anything.
@@ -35,9 +56,13 @@ impl ClientContext for ClientErrors {
         let mut slot = self.slot();
         // "n/n brokers are down" follows the failure that took them down
         // (authentication, TLS); keep the one that says why.
-        let summary = error.rdkafka_error_code() == Some(RDKafkaErrorCode::AllBrokersDown);
+        let code = error.rdkafka_error_code();
+        let summary = code == Some(RDKafkaErrorCode::AllBrokersDown);
         if !(summary && slot.is_some()) {
-            *slot = Some(format!("client error: {reason}"));
+            *slot = Some(Recorded {
+                code,
+                message: format!("client error: {reason}"),
+            });
         }
     }
 }

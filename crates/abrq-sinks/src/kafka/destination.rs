@@ -21,6 +21,9 @@ type KafkaProducer = FutureProducer<ClientErrors>;
 
 /// How long a metadata request (partition count, `check()`) may take.
 const METADATA_TIMEOUT: Duration = Duration::from_secs(10);
+/// Metadata is asked for in steps this long, so a client the brokers
+/// refuse (credentials, TLS) fails in about this time, not the whole wait.
+const METADATA_STEP: Duration = Duration::from_secs(1);
 
 /// A record, encoded before anything is sent: a batch that cannot be
 /// encoded is refused whole, with nothing of it in the topic.
@@ -77,11 +80,16 @@ impl KafkaDestination {
         self.partitions.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    async fn fetch_partitions(&self, producer: KafkaProducer) -> Result<i32, DeliveryError> {
+        let (topic, errors) = (self.settings.topic.clone(), self.client_errors.clone());
+        fetch_partitions(producer, topic, errors).await
+    }
+
     async fn partition_count(&self, producer: &KafkaProducer) -> Result<i32, DeliveryError> {
         if let Some(n) = *self.cached_partitions() {
             return Ok(n);
         }
-        let n = fetch_partitions(producer.clone(), self.settings.topic.clone()).await?;
+        let n = self.fetch_partitions(producer.clone()).await?;
         *self.cached_partitions() = Some(n);
         Ok(n)
     }
@@ -193,12 +201,25 @@ fn note<Canceled>(
 
 /// The topic's partition count, from a metadata request (a blocking call,
 /// so off the async threads).
-async fn fetch_partitions(producer: KafkaProducer, topic: String) -> Result<i32, DeliveryError> {
+async fn fetch_partitions(
+    producer: KafkaProducer,
+    topic: String,
+    errors: ClientErrors,
+) -> Result<i32, DeliveryError> {
     tokio::task::spawn_blocking(move || {
-        let md = producer
-            .client()
-            .fetch_metadata(Some(&topic), METADATA_TIMEOUT)
-            .map_err(|e| kafka_error("fetch metadata", &topic, e))?;
+        let deadline = std::time::Instant::now() + METADATA_TIMEOUT;
+        let md = loop {
+            match producer
+                .client()
+                .fetch_metadata(Some(&topic), METADATA_STEP)
+            {
+                Ok(md) => break md,
+                Err(e) if std::time::Instant::now() >= deadline || errors.refusal().is_some() => {
+                    return Err(kafka_error("fetch metadata", &topic, e));
+                }
+                Err(_) => {}
+            }
+        };
         let missing = |code: Code| {
             DeliveryError::new(
                 classify(code),
@@ -296,7 +317,7 @@ impl KafkaDestination {
 
     async fn check_topic(&self) -> Result<CheckReport, DeliveryError> {
         let producer = self.producer()?;
-        let n = fetch_partitions(producer, self.settings.topic.clone()).await?;
+        let n = self.fetch_partitions(producer).await?;
         *self.cached_partitions() = Some(n);
         Ok(CheckReport {
             detail: format!(
