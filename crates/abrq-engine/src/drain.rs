@@ -147,6 +147,11 @@ async fn drain(
                 }
             }
         }
+        if !dest.switches().draining() {
+            // Paused or disabled while the batch was being read: an operator
+            // who saw the pause acknowledged must not see one more delivery.
+            continue;
+        }
         let work = current.as_ref().expect("work was loaded above");
         attempts += 1;
         let started = Instant::now();
