@@ -19,6 +19,11 @@ use kafka_support::secured::SecuredBroker;
 use kafka_support::*;
 
 fn destination(extra: &str) -> KafkaDestination {
+    // a refused check fails in seconds, not the default 30
+    destination_with(extra, Duration::from_secs(4))
+}
+
+fn destination_with(extra: &str, message_timeout: Duration) -> KafkaDestination {
     let text = format!(
         "[[streams]]\nname = \"orders\"\n[streams.source]\nengine = \"http\"\n\
          [[streams.destinations]]\nname = \"k\"\nengine = \"kafka\"\n{extra}\n"
@@ -28,8 +33,7 @@ fn destination(extra: &str) -> KafkaDestination {
         .get_ref()
         .clone();
     let mut settings = KafkaSettings::from_config("orders", &dest).unwrap();
-    // a refused attempt fails in seconds, not the default 30
-    settings.message_timeout = Duration::from_secs(4);
+    settings.message_timeout = message_timeout;
     KafkaDestination::new(settings)
 }
 
@@ -86,11 +90,26 @@ async fn scram_over_tls_delivers_and_bad_credentials_or_trust_are_explained() {
         why.contains("auth") || why.contains("sasl"),
         "the failure should name authentication: {why}"
     );
-    let e = wrong
+    // A delivery fails as soon as the refusal is known, not after the
+    // message timeout: the records are purged from the producer's queue.
+    let patient = destination_with(
+        &config(&broker, "not-the-password", Some(&ca)),
+        Duration::from_secs(120),
+    );
+    let started = std::time::Instant::now();
+    let e = patient
         .deliver(&batch(9, records(0, 10, 3)))
         .await
         .unwrap_err();
     assert!(e.is_transient(), "{}", e.describe());
+    println!("a refused delivery failed after {:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(60),
+        "waited {:?} for a refused delivery",
+        started.elapsed()
+    );
+    let why = e.describe().to_lowercase();
+    assert!(why.contains("sasl"), "the failure should name SASL: {why}");
 
     // TLS without the private CA: the system's roots do not know it.
     let untrusted = destination(&config(&broker, &broker.password, None));

@@ -5,6 +5,7 @@
 //! can say why.
 
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::ClientContext;
@@ -16,6 +17,7 @@ pub struct ClientErrors(Arc<Mutex<Option<Recorded>>>);
 struct Recorded {
     code: Option<RDKafkaErrorCode>,
     message: String,
+    at: Instant,
 }
 
 impl ClientErrors {
@@ -28,11 +30,12 @@ impl ClientErrors {
         self.slot().as_ref().map(|r| r.message.clone())
     }
 
-    /// The last error, if it says the brokers refuse this client (its
-    /// credentials, or the TLS handshake): waiting longer will not help.
-    pub fn refusal(&self) -> Option<String> {
+    /// The last error, if it came after `since` and says the brokers
+    /// refuse this client (its credentials, or the TLS handshake): waiting
+    /// longer will not help.
+    pub fn refusal_since(&self, since: Instant) -> Option<String> {
         let slot = self.slot();
-        let r = slot.as_ref()?;
+        let r = slot.as_ref().filter(|r| r.at >= since)?;
         let refused = matches!(
             r.code,
             Some(
@@ -62,6 +65,7 @@ impl ClientContext for ClientErrors {
             *slot = Some(Recorded {
                 code,
                 message: format!("client error: {reason}"),
+                at: Instant::now(),
             });
         }
     }

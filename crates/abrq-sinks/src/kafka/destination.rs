@@ -10,7 +10,7 @@ use abrq_core::{Batch, CheckReport, DeliveryError, DeliveryReport, Destination, 
 use async_trait::async_trait;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode as Code};
 use rdkafka::producer::future_producer::OwnedDeliveryResult;
-use rdkafka::producer::{DeliveryFuture, FutureProducer, FutureRecord, Producer};
+use rdkafka::producer::{DeliveryFuture, FutureProducer, FutureRecord, Producer, PurgeConfig};
 
 use super::config::KafkaSettings;
 use super::context::ClientErrors;
@@ -21,6 +21,8 @@ type KafkaProducer = FutureProducer<ClientErrors>;
 
 /// How long a metadata request (partition count, `check()`) may take.
 const METADATA_TIMEOUT: Duration = Duration::from_secs(10);
+/// How often an attempt looks for a refusal (see `purge_if_refused`).
+const REFUSAL_POLL: Duration = Duration::from_millis(250);
 /// Metadata is asked for in steps this long, so a client the brokers
 /// refuse (credentials, TLS) fails in about this time, not the whole wait.
 const METADATA_STEP: Duration = Duration::from_secs(1);
@@ -207,14 +209,18 @@ async fn fetch_partitions(
     errors: ClientErrors,
 ) -> Result<i32, DeliveryError> {
     tokio::task::spawn_blocking(move || {
-        let deadline = std::time::Instant::now() + METADATA_TIMEOUT;
+        let started = std::time::Instant::now();
+        let deadline = started + METADATA_TIMEOUT;
         let md = loop {
             match producer
                 .client()
                 .fetch_metadata(Some(&topic), METADATA_STEP)
             {
                 Ok(md) => break md,
-                Err(e) if std::time::Instant::now() >= deadline || errors.refusal().is_some() => {
+                Err(e)
+                    if std::time::Instant::now() >= deadline
+                        || errors.refusal_since(started).is_some() =>
+                {
                     return Err(kafka_error("fetch metadata", &topic, e));
                 }
                 Err(_) => {}
@@ -293,7 +299,10 @@ impl KafkaDestination {
         } else {
             None
         };
-        if let Err(e) = self.send_all(&producer, batch, &records, partitions).await {
+        let watchdog = self.purge_if_refused(&producer);
+        let sent = self.send_all(&producer, batch, &records, partitions).await;
+        watchdog.abort();
+        if let Err(e) = sent {
             *self.cached_partitions() = None;
             // Every report is in, so the producer holds nothing: the next
             // attempt starts a new one. After timeouts librdkafka bumps its
@@ -313,6 +322,25 @@ impl KafkaDestination {
             .map(|m| (m.value.len() + m.key.as_ref().map_or(0, String::len)) as u64)
             .sum();
         Ok(report)
+    }
+
+    /// While an attempt runs: if the brokers refuse this client (its
+    /// credentials, the TLS handshake), purges the producer's queue, so
+    /// the attempt fails now with the reason instead of after the message
+    /// timeout, and the breaker can open in seconds.
+    fn purge_if_refused(&self, producer: &KafkaProducer) -> tokio::task::JoinHandle<()> {
+        let (producer, errors) = (producer.clone(), self.client_errors.clone());
+        let started = std::time::Instant::now();
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(REFUSAL_POLL).await;
+                if errors.refusal_since(started).is_some() {
+                    let purge = PurgeConfig::default().queue().inflight();
+                    let _ = tokio::task::spawn_blocking(move || producer.purge(purge)).await;
+                    return;
+                }
+            }
+        })
     }
 
     async fn check_topic(&self) -> Result<CheckReport, DeliveryError> {
