@@ -14,18 +14,14 @@ use rdkafka::producer::{DeliveryFuture, FutureProducer, FutureRecord, Producer, 
 
 use super::config::KafkaSettings;
 use super::context::ClientErrors;
-use super::errors::{classify, kafka_error, KafkaOpError};
+use super::errors::kafka_error;
 use super::message;
+use super::metadata::fetch_partitions;
 
-type KafkaProducer = FutureProducer<ClientErrors>;
+pub(super) type KafkaProducer = FutureProducer<ClientErrors>;
 
-/// How long a metadata request (partition count, `check()`) may take.
-const METADATA_TIMEOUT: Duration = Duration::from_secs(10);
 /// How often an attempt looks for a refusal (see `purge_if_refused`).
 const REFUSAL_POLL: Duration = Duration::from_millis(250);
-/// Metadata is asked for in steps this long, so a client the brokers
-/// refuse (credentials, TLS) fails in about this time, not the whole wait.
-const METADATA_STEP: Duration = Duration::from_secs(1);
 
 /// A record, encoded before anything is sent: a batch that cannot be
 /// encoded is refused whole, with nothing of it in the topic.
@@ -199,58 +195,6 @@ fn note<Canceled>(
         Err(_) => KafkaError::Canceled,
     };
     failed.get_or_insert(kafka_error("deliver", topic, err).at_record(index));
-}
-
-/// The topic's partition count, from a metadata request (a blocking call,
-/// so off the async threads).
-async fn fetch_partitions(
-    producer: KafkaProducer,
-    topic: String,
-    errors: ClientErrors,
-) -> Result<i32, DeliveryError> {
-    tokio::task::spawn_blocking(move || {
-        let started = std::time::Instant::now();
-        let deadline = started + METADATA_TIMEOUT;
-        let md = loop {
-            match producer
-                .client()
-                .fetch_metadata(Some(&topic), METADATA_STEP)
-            {
-                Ok(md) => break md,
-                Err(e)
-                    if std::time::Instant::now() >= deadline
-                        || errors.refusal_since(started).is_some() =>
-                {
-                    return Err(kafka_error("fetch metadata", &topic, e));
-                }
-                Err(_) => {}
-            }
-        };
-        let missing = |code: Code| {
-            DeliveryError::new(
-                classify(code),
-                KafkaOpError {
-                    op: "find the topic",
-                    topic: topic.clone(),
-                    source: KafkaError::MetadataFetch(code),
-                },
-            )
-        };
-        let t = md
-            .topics()
-            .iter()
-            .find(|t| t.name() == topic)
-            .ok_or_else(|| missing(Code::UnknownTopicOrPartition))?;
-        if let Some(err) = t.error() {
-            return Err(missing(Code::from(err)));
-        }
-        match i32::try_from(t.partitions().len()) {
-            Ok(n) if n > 0 => Ok(n),
-            _ => Err(missing(Code::UnknownPartition)),
-        }
-    })
-    .await
-    .map_err(DeliveryError::transient)?
 }
 
 #[async_trait]

@@ -9,6 +9,7 @@ mod context;
 mod destination;
 pub mod errors;
 pub mod message;
+mod metadata;
 
 #[cfg(test)]
 mod tests;

@@ -1,0 +1,67 @@
+//! The topic's partition count, from a metadata request: for round-robin
+//! placement and for `check()`.
+
+use std::time::{Duration, Instant};
+
+use abrq_core::DeliveryError;
+use rdkafka::error::{KafkaError, RDKafkaErrorCode as Code};
+use rdkafka::producer::Producer;
+
+use super::context::ClientErrors;
+use super::destination::KafkaProducer;
+use super::errors::{classify, kafka_error, KafkaOpError};
+
+/// How long a metadata request may take.
+const METADATA_TIMEOUT: Duration = Duration::from_secs(10);
+/// Metadata is asked for in steps this long, so a client the brokers
+/// refuse (credentials, TLS) fails in about this time, not the whole wait.
+const METADATA_STEP: Duration = Duration::from_secs(1);
+
+/// The partition count of `topic` (a blocking call, so off the async
+/// threads). A missing topic is an error an operator fixes (transient).
+pub(super) async fn fetch_partitions(
+    producer: KafkaProducer,
+    topic: String,
+    errors: ClientErrors,
+) -> Result<i32, DeliveryError> {
+    tokio::task::spawn_blocking(move || {
+        let started = Instant::now();
+        let deadline = started + METADATA_TIMEOUT;
+        let md = loop {
+            match producer
+                .client()
+                .fetch_metadata(Some(&topic), METADATA_STEP)
+            {
+                Ok(md) => break md,
+                Err(e) if Instant::now() >= deadline || errors.refusal_since(started).is_some() => {
+                    return Err(kafka_error("fetch metadata", &topic, e));
+                }
+                Err(_) => {}
+            }
+        };
+        let missing = |code: Code| {
+            DeliveryError::new(
+                classify(code),
+                KafkaOpError {
+                    op: "find the topic",
+                    topic: topic.clone(),
+                    source: KafkaError::MetadataFetch(code),
+                },
+            )
+        };
+        let t = md
+            .topics()
+            .iter()
+            .find(|t| t.name() == topic)
+            .ok_or_else(|| missing(Code::UnknownTopicOrPartition))?;
+        if let Some(err) = t.error() {
+            return Err(missing(Code::from(err)));
+        }
+        match i32::try_from(t.partitions().len()) {
+            Ok(n) if n > 0 => Ok(n),
+            _ => Err(missing(Code::UnknownPartition)),
+        }
+    })
+    .await
+    .map_err(DeliveryError::transient)?
+}
