@@ -126,7 +126,8 @@ async fn scram_over_tls_delivers_and_bad_credentials_or_trust_are_explained() {
         "host = \"{}\"\ndatabase = \"{}\"",
         broker.addr, broker.topic
     ));
-    assert!(plain.check().await.unwrap_err().is_transient());
+    let e = plain.check().await.unwrap_err();
+    assert!(e.is_transient(), "{}", e.describe());
 
     // Nothing of the refused attempts reached the topic.
     let after = consume_with(broker.client(), &broker.topic, 600).await;

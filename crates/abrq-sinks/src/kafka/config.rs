@@ -106,7 +106,11 @@ impl KafkaSettings {
             .set(
                 "message.timeout.ms",
                 self.message_timeout.as_millis().to_string(),
-            );
+            )
+            // A handshake that never finishes (TLS to a plaintext port, a
+            // silent proxy) is reported as such, in state, well inside a
+            // `check`; librdkafka's default is 30 s.
+            .set("socket.connection.setup.timeout.ms", "8000");
         let protocol = match (self.tls, self.username.is_some()) {
             (false, false) => "plaintext",
             (true, false) => "ssl",

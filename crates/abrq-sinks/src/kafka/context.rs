@@ -5,8 +5,9 @@
 //! can say why.
 
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
+use rdkafka::config::RDKafkaLogLevel;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::ClientContext;
 
@@ -53,20 +54,97 @@ impl ClientErrors {
     }
 }
 
-impl ClientContext for ClientErrors {
-    fn error(&self, error: KafkaError, reason: &str) {
-        tracing::warn!(target: "abrq::kafka", "librdkafka: {error}: {reason}");
+impl ClientErrors {
+    /// Keeps `message` unless what is kept says more: a refusal beats a
+    /// connection failure, which beats "n/n brokers are down" (the summary
+    /// that follows either). A kept record older than a minute no longer
+    /// describes the present and is replaced regardless.
+    fn record(&self, code: Option<RDKafkaErrorCode>, message: String) {
+        let rank = |code: Option<RDKafkaErrorCode>| match code {
+            Some(
+                RDKafkaErrorCode::Authentication
+                | RDKafkaErrorCode::SaslAuthenticationFailed
+                | RDKafkaErrorCode::SSL,
+            ) => 2,
+            Some(RDKafkaErrorCode::AllBrokersDown) => 0,
+            _ => 1,
+        };
         let mut slot = self.slot();
-        // "n/n brokers are down" follows the failure that took them down
-        // (authentication, TLS); keep the one that says why.
-        let code = error.rdkafka_error_code();
-        let summary = code == Some(RDKafkaErrorCode::AllBrokersDown);
-        if !(summary && slot.is_some()) {
+        let keep = slot
+            .as_ref()
+            .is_some_and(|r| rank(r.code) > rank(code) && r.at.elapsed() < STALE_AFTER);
+        if !keep {
             *slot = Some(Recorded {
                 code,
-                message: format!("client error: {reason}"),
+                message,
                 at: Instant::now(),
             });
         }
+    }
+}
+
+/// See [`ClientErrors::record`].
+const STALE_AFTER: Duration = Duration::from_secs(60);
+
+impl ClientContext for ClientErrors {
+    fn error(&self, error: KafkaError, reason: &str) {
+        tracing::warn!(target: "abrq::kafka", "librdkafka: {error}: {reason}");
+        self.record(
+            error.rdkafka_error_code(),
+            format!("client error: {reason}"),
+        );
+    }
+
+    /// librdkafka's log, into tracing. A broker connection's failure (its
+    /// `FAIL` line: a handshake that timed out, a refused connection) comes
+    /// only this way, and is kept as the reason behind later timeouts.
+    fn log(&self, level: RDKafkaLogLevel, fac: &str, line: &str) {
+        match level {
+            RDKafkaLogLevel::Emerg
+            | RDKafkaLogLevel::Alert
+            | RDKafkaLogLevel::Critical
+            | RDKafkaLogLevel::Error => tracing::error!(target: "librdkafka", "{fac} {line}"),
+            RDKafkaLogLevel::Warning => tracing::warn!(target: "librdkafka", "{fac} {line}"),
+            RDKafkaLogLevel::Notice | RDKafkaLogLevel::Info => {
+                tracing::info!(target: "librdkafka", "{fac} {line}")
+            }
+            RDKafkaLogLevel::Debug => tracing::debug!(target: "librdkafka", "{fac} {line}"),
+        }
+        if fac == "FAIL" {
+            self.record(None, format!("client error: {line}"));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_reason_outlives_the_summary_that_follows_it() {
+        let errors = ClientErrors::default();
+        let before = Instant::now();
+        errors.record(Some(RDKafkaErrorCode::AllBrokersDown), "down".into());
+        errors.record(None, "handshake timed out".into());
+        assert_eq!(errors.last().as_deref(), Some("handshake timed out"));
+        assert_eq!(errors.refusal_since(before), None, "not a refusal");
+        errors.record(
+            Some(RDKafkaErrorCode::Authentication),
+            "bad password".into(),
+        );
+        errors.record(None, "disconnected".into());
+        errors.record(Some(RDKafkaErrorCode::AllBrokersDown), "down".into());
+        assert_eq!(errors.last().as_deref(), Some("bad password"));
+        assert_eq!(
+            errors.refusal_since(before).as_deref(),
+            Some("bad password")
+        );
+        assert_eq!(
+            errors.refusal_since(Instant::now()),
+            None,
+            "an older refusal"
+        );
+        errors.clear();
+        assert_eq!(errors.last(), None);
     }
 }

@@ -11,8 +11,9 @@ use super::context::ClientErrors;
 use super::destination::KafkaProducer;
 use super::errors::{classify, kafka_error, KafkaOpError};
 
-/// How long a metadata request may take.
-const METADATA_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a metadata request may take: longer than a connection's setup
+/// may (see `client_config`), so a stuck handshake is reported as one.
+const METADATA_TIMEOUT: Duration = Duration::from_secs(12);
 /// Metadata is asked for in steps this long, so a client the brokers
 /// refuse (credentials, TLS) fails in about this time, not the whole wait.
 const METADATA_STEP: Duration = Duration::from_secs(1);
