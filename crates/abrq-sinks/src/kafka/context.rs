@@ -111,7 +111,11 @@ impl ClientContext for ClientErrors {
             RDKafkaLogLevel::Debug => tracing::debug!(target: "librdkafka", "{fac} {line}"),
         }
         if fac == "FAIL" {
-            self.record(None, format!("client error: {line}"));
+            // A certificate the client does not trust is a refusal like a
+            // bad password; librdkafka reports it only here, as text.
+            let untrusted = line.contains("certificate verify failed");
+            let code = untrusted.then_some(RDKafkaErrorCode::SSL);
+            self.record(code, format!("client error: {line}"));
         }
     }
 }
