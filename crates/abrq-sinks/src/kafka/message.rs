@@ -5,11 +5,9 @@
 
 use abrq_core::{DeliveryError, Op, ReasonClass, Record};
 use rdkafka::message::{Header, OwnedHeaders};
-use serde::ser::{SerializeMap, Serializer};
-use serde::Serialize;
 use serde_json::Value;
 
-use crate::object::encode::OP_FIELD;
+use crate::object::encode::{check_op_field, FlatJson};
 
 /// Header names, fixed: consumers match on them.
 pub const IDEMPOTENCY_HEADER: &str = "abrq_idempotency_key";
@@ -18,19 +16,8 @@ pub const OP_HEADER: &str = "abrq_op";
 
 /// The message value. Item `index` names the record in an error.
 pub fn value(record: &Record, index: usize) -> Result<Vec<u8>, DeliveryError> {
-    // A changed row that also has its own `_abrq_op` field would carry two
-    // operations; refuse it rather than pick one (as the JSONL encoder does).
-    if record.op != Op::Insert && record.fields.contains_key(OP_FIELD) {
-        return Err(DeliveryError::dead_letter(
-            ReasonClass::Encoding,
-            format!(
-                "a {} record has a field named {OP_FIELD}",
-                record.op.as_str()
-            ),
-        )
-        .at_record(index));
-    }
-    serde_json::to_vec(&JsonValue(record))
+    check_op_field(record, index)?;
+    serde_json::to_vec(&FlatJson(record))
         .map_err(|e| DeliveryError::dead_letter(ReasonClass::Encoding, e).at_record(index))
 }
 
@@ -64,19 +51,3 @@ pub fn headers(batch_key: &str, index: usize, stream: &str, op: Op) -> OwnedHead
         })
 }
 
-struct JsonValue<'a>(&'a Record);
-
-impl Serialize for JsonValue<'_> {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let r = self.0;
-        let op = (r.op != Op::Insert).then(|| r.op.as_str());
-        let mut m = s.serialize_map(Some(r.fields.len() + usize::from(op.is_some())))?;
-        for (k, v) in &r.fields {
-            m.serialize_entry(k, v)?;
-        }
-        if let Some(op) = op {
-            m.serialize_entry(OP_FIELD, op)?;
-        }
-        m.end()
-    }
-}

@@ -49,15 +49,7 @@ pub fn encode(format: ObjectFormat, batch: &Batch) -> Result<Encoded, DeliveryEr
     for (i, item) in batch.items.iter().enumerate() {
         match item {
             Item::Record(r) => {
-                // A changed row that also has its own `_abrq_op` field would
-                // carry two operations; refuse it rather than pick one.
-                if r.op != Op::Insert && r.fields.contains_key(OP_FIELD) {
-                    return Err(DeliveryError::dead_letter(
-                        ReasonClass::Encoding,
-                        format!("a {} record has a field named {OP_FIELD}", r.op.as_str()),
-                    )
-                    .at_record(i));
-                }
+                check_op_field(r, i)?;
                 enc.rows += 1;
             }
             Item::Truncate => enc.ignored_truncates += 1,
@@ -84,15 +76,32 @@ pub fn encode(format: ObjectFormat, batch: &Batch) -> Result<Encoded, DeliveryEr
 /// updates and deletes).
 fn write_jsonl(mut out: Out, batch: &Batch) -> io::Result<Vec<u8>> {
     for r in batch.records() {
-        serde_json::to_writer(&mut out, &JsonLine(r))?;
+        serde_json::to_writer(&mut out, &FlatJson(r))?;
         out.write_all(b"\n")?;
     }
     out.finish()
 }
 
-struct JsonLine<'a>(&'a Record);
+/// A changed row that also has its own `_abrq_op` field would carry two
+/// operations; refuse it (as an `encoding` dead letter naming item
+/// `index`) rather than pick one.
+pub fn check_op_field(r: &Record, index: usize) -> Result<(), DeliveryError> {
+    if r.op != Op::Insert && r.fields.contains_key(OP_FIELD) {
+        return Err(DeliveryError::dead_letter(
+            ReasonClass::Encoding,
+            format!("a {} record has a field named {OP_FIELD}", r.op.as_str()),
+        )
+        .at_record(index));
+    }
+    Ok(())
+}
 
-impl Serialize for JsonLine<'_> {
+/// A record as one flat JSON object (a JSON line, a Kafka value): its
+/// fields, plus `_abrq_op` when it is not an insert. Check
+/// [`check_op_field`] first.
+pub struct FlatJson<'a>(pub &'a Record);
+
+impl Serialize for FlatJson<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let r = self.0;
         let op = (r.op != Op::Insert).then(|| r.op.as_str());
