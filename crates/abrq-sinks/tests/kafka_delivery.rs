@@ -8,6 +8,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use abrq_core::{Destination, Disposition, Item, ReasonClass};
 use abrq_testkit::Kafka;
+use abrq_testkit::{java_partition, murmur2};
 use kafka_support::*;
 
 const RECORDS: usize = 20_000;

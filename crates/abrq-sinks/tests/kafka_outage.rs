@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use abrq_core::Destination;
+use abrq_testkit::java_partition;
 use abrq_testkit::ProxiedBroker;
 use kafka_support::*;
 use tokio::time::{sleep, Instant};

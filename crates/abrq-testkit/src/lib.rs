@@ -26,7 +26,7 @@ pub use azure::Azure;
 pub use env::{cache_dir, Secret};
 pub use ftp::{Ftp, Ftps};
 pub use gcs::Gcs;
-pub use kafka::Kafka;
+pub use kafka::{java_partition, murmur2, Kafka};
 pub use proxy::Proxy;
 pub use s3::S3;
 pub use sql::{Mysql, Postgres};

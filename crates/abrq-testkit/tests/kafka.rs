@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use abrq_testkit::{names, Kafka};
+use abrq_testkit::{java_partition, names, Kafka};
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::config::ClientConfig;
@@ -38,7 +38,7 @@ async fn kafka_keyed_records_with_headers_round_trip() {
         // murmur2, as the Java client places keys, so other tools agree
         assert_eq!(
             record.partition,
-            java_partition(record.key.as_bytes()),
+            java_partition(record.key.as_bytes(), PARTITIONS),
             "key {}",
             record.key
         );
@@ -179,35 +179,4 @@ async fn consume(kafka: &Kafka, topic: &str) -> Vec<(usize, i32, i64, String)> {
         consumed.push((seq, message.partition(), message.offset(), key));
     }
     consumed
-}
-
-/// The partition the Java client's default partitioner picks for `key`.
-fn java_partition(key: &[u8]) -> i32 {
-    let positive = murmur2(key) & 0x7fff_ffff;
-    i32::try_from(positive % PARTITIONS.unsigned_abs()).expect("a small partition number")
-}
-
-/// Kafka's murmur2: 32-bit MurmurHash2 with seed 0x9747b28c.
-fn murmur2(data: &[u8]) -> u32 {
-    const M: u32 = 0x5bd1_e995;
-    let len = u32::try_from(data.len()).expect("a short key");
-    let mut h = 0x9747_b28c ^ len;
-    let mut chunks = data.chunks_exact(4);
-    for chunk in &mut chunks {
-        let mut k = u32::from_le_bytes([chunk[0], chunk[1], chunk[2], chunk[3]]);
-        k = k.wrapping_mul(M);
-        k ^= k >> 24;
-        k = k.wrapping_mul(M);
-        h = h.wrapping_mul(M) ^ k;
-    }
-    let tail = chunks.remainder();
-    if !tail.is_empty() {
-        for (i, byte) in tail.iter().enumerate().rev() {
-            h ^= u32::from(*byte) << (8 * i);
-        }
-        h = h.wrapping_mul(M);
-    }
-    h ^= h >> 13;
-    h = h.wrapping_mul(M);
-    h ^ (h >> 15)
 }

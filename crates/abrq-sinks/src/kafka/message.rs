@@ -50,4 +50,3 @@ pub fn headers(batch_key: &str, index: usize, stream: &str, op: Op) -> OwnedHead
             value: Some(op.as_str()),
         })
 }
-
