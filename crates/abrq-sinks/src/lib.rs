@@ -52,12 +52,7 @@ mod tests {
     use abrq_core::config::Config;
 
     fn dest(engine: &str, extra: &str) -> DestinationConfig {
-        let text = format!(
-            "[[streams]]\nname = \"orders\"\n[streams.source]\nengine = \"http\"\n\
-             [[streams.destinations]]\nname = \"d\"\nengine = \"{engine}\"\n{extra}\n"
-        );
-        let c = Config::parse(&text, "t.toml").unwrap();
-        c.streams[0].get_ref().destinations[0].get_ref().clone()
+        Config::destination("d", &format!("engine = \"{engine}\"\n{extra}")).unwrap()
     }
 
     #[test]

@@ -24,14 +24,7 @@ fn destination(extra: &str) -> KafkaDestination {
 }
 
 fn destination_with(extra: &str, message_timeout: Duration) -> KafkaDestination {
-    let text = format!(
-        "[[streams]]\nname = \"orders\"\n[streams.source]\nengine = \"http\"\n\
-         [[streams.destinations]]\nname = \"k\"\nengine = \"kafka\"\n{extra}\n"
-    );
-    let config = Config::parse(&text, "secured.toml").unwrap();
-    let dest = config.streams[0].get_ref().destinations[0]
-        .get_ref()
-        .clone();
+    let dest = Config::destination("k", &format!("engine = \"kafka\"\n{extra}")).unwrap();
     let mut settings = KafkaSettings::from_config("orders", &dest).unwrap();
     settings.message_timeout = message_timeout;
     KafkaDestination::new(settings)

@@ -44,6 +44,20 @@ impl Config {
         Ok(config)
     }
 
+    /// One destination, `name`, from the TOML lines of its table (`engine`
+    /// and the rest), validated as part of an HTTP-fed stream `orders`:
+    /// for tests and tools that build a destination without a whole file.
+    pub fn destination(name: &str, lines: &str) -> Result<DestinationConfig, ConfigError> {
+        let text = format!(
+            "[[streams]]\nname = \"orders\"\n[streams.source]\nengine = \"http\"\n\
+             [[streams.destinations]]\nname = {name:?}\n{lines}\n"
+        );
+        let config = Config::parse(&text, &format!("destination {name}"))?;
+        Ok(config.streams[0].get_ref().destinations[0]
+            .get_ref()
+            .clone())
+    }
+
     pub fn stream(&self, name: &str) -> Option<&StreamConfig> {
         self.streams
             .iter()

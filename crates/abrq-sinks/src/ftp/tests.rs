@@ -20,13 +20,10 @@ pub(crate) fn config(
     base: &str,
     extra: &str,
 ) -> DestinationConfig {
-    let text = format!(
-        "[[streams]]\nname = \"orders\"\n[streams.source]\nengine = \"http\"\n\
-         [[streams.destinations]]\nname = \"lake\"\nengine = \"{engine}\"\n\
-         host = {host:?}\nport = {port}\ndatabase = {base:?}\n{extra}\n"
+    let lines = format!(
+        "engine = \"{engine}\"\nhost = {host:?}\nport = {port}\ndatabase = {base:?}\n{extra}"
     );
-    let c = Config::parse(&text, "t.toml").unwrap();
-    c.streams[0].get_ref().destinations[0].get_ref().clone()
+    Config::destination("lake", &lines).unwrap()
 }
 
 fn login(user: &str, password: &str) -> String {

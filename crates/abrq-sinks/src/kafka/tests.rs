@@ -11,12 +11,7 @@ use super::errors::classify;
 use super::message;
 
 fn dest(extra: &str) -> DestinationConfig {
-    let text = format!(
-        "[[streams]]\nname = \"orders\"\n[streams.source]\nengine = \"http\"\n\
-         [[streams.destinations]]\nname = \"k\"\nengine = \"kafka\"\n{extra}\n"
-    );
-    let c = Config::parse(&text, "t.toml").unwrap();
-    c.streams[0].get_ref().destinations[0].get_ref().clone()
+    Config::destination("k", &format!("engine = \"kafka\"\n{extra}")).unwrap()
 }
 
 fn settings(extra: &str) -> Result<KafkaSettings, String> {

@@ -157,14 +157,9 @@ async fn keys_cannot_leave_the_base_directory() {
 }
 
 fn config(extra: &str, root: &Path) -> abrq_core::config::DestinationConfig {
-    let text = format!(
-        "[[streams]]\nname = \"orders\"\n[streams.source]\nengine = \"http\"\n\
-         [[streams.destinations]]\nname = \"lake\"\nengine = \"local\"\n\
-         database = {:?}\n{extra}\n",
-        root.display().to_string()
-    );
-    let c = Config::parse(&text, "t.toml").unwrap();
-    c.streams[0].get_ref().destinations[0].get_ref().clone()
+    let root = root.display().to_string();
+    let lines = format!("engine = \"local\"\ndatabase = {root:?}\n{extra}");
+    Config::destination("lake", &lines).unwrap()
 }
 
 #[tokio::test]

@@ -165,12 +165,7 @@ mod tests {
     use abrq_core::config::Config;
 
     fn dest(engine: &str, extra: &str) -> DestinationConfig {
-        let text = format!(
-            "[[streams]]\nname = \"orders\"\n[streams.source]\nengine = \"http\"\n\
-             [[streams.destinations]]\nname = \"db\"\nengine = \"{engine}\"\n{extra}\n"
-        );
-        let c = Config::parse(&text, "t.toml").unwrap();
-        c.streams[0].get_ref().destinations[0].get_ref().clone()
+        Config::destination("db", &format!("engine = \"{engine}\"\n{extra}")).unwrap()
     }
 
     #[test]
