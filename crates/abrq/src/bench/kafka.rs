@@ -84,13 +84,10 @@ pub async fn run(a: KafkaArgs) -> anyhow::Result<()> {
 
 /// The destination's settings as an operator configures them.
 fn settings(brokers: &str, topic: &str) -> anyhow::Result<KafkaSettings> {
-    let text = format!(
-        "[[streams]]\nname = \"bench\"\n[streams.source]\nengine = \"http\"\n\
-         [[streams.destinations]]\nname = \"k\"\nengine = \"kafka\"\nhost = \"{brokers}\"\n\
-         database = \"{topic}\"\npartition_key = \"id\"\n"
+    let lines = format!(
+        "engine = \"kafka\"\nhost = \"{brokers}\"\ndatabase = \"{topic}\"\npartition_key = \"id\""
     );
-    let c = Config::parse(&text, "bench.toml").map_err(|e| anyhow::anyhow!("{e:?}"))?;
-    let cfg = c.streams[0].get_ref().destinations[0].get_ref().clone();
+    let cfg = Config::destination("k", &lines).map_err(|e| anyhow::anyhow!("{e:?}"))?;
     KafkaSettings::from_config("bench", &cfg).map_err(anyhow::Error::msg)
 }
 

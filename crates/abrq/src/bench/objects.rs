@@ -202,16 +202,11 @@ fn field(v: &Option<abrq_core::config::Text>) -> String {
 /// The destination a user would configure: jsonl.gz, no manifest (the
 /// default for object stores).
 fn config(engine: &str, fields: &[(&str, &str)]) -> anyhow::Result<DestinationConfig> {
-    let mut text = format!(
-        "[[streams]]\nname = \"bench\"\n[streams.source]\nengine = \"http\"\n\
-         [[streams.destinations]]\nname = \"bench\"\nengine = \"{engine}\"\n\
-         prefix = \"abrq\"\nformat = \"jsonl.gz\"\n"
-    );
+    let mut lines = format!("engine = \"{engine}\"\nprefix = \"abrq\"\nformat = \"jsonl.gz\"\n");
     for (k, v) in fields {
-        text.push_str(&format!("{k} = {v:?}\n"));
+        lines.push_str(&format!("{k} = {v:?}\n"));
     }
-    let c = Config::parse(&text, "bench")?;
-    Ok(c.streams[0].get_ref().destinations[0].get_ref().clone())
+    Ok(Config::destination("bench", &lines)?)
 }
 
 async fn local() -> anyhow::Result<DestinationConfig> {

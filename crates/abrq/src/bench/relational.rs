@@ -174,12 +174,7 @@ fn destination(
         (_, Some(s)) => fields.push_str(&format!("database = \"{s}\"\n")),
         (_, None) => fields.push_str(&format!("database = \"{db}\"\n")),
     }
-    let text = format!(
-        "[[streams]]\nname = \"bench\"\n[streams.source]\nengine = \"http\"\n\
-         [[streams.destinations]]\nname = \"db\"\nengine = \"{engine}\"\n{fields}"
-    );
-    let c = Config::parse(&text, "bench")?;
-    let d = c.streams[0].get_ref().destinations[0].get_ref().clone();
+    let d = Config::destination("db", &format!("engine = \"{engine}\"\n{fields}"))?;
     Ok(abrq_sinks::build("bench", &d)?)
 }
 
