@@ -173,25 +173,19 @@ async fn ddl(ctx: &Ctx<'_>, plan: &Plan<'_>) -> Result<(), DbError> {
             format!("CREATE TABLE IF NOT EXISTS {table} ({})", defs.join(", ")),
         ));
     }
-    if !plan.add.is_empty() {
-        let parts: Vec<String> = plan
-            .add
+    for (names, clause, what) in [
+        (&plan.add, "ADD COLUMN", "add columns to"),
+        (&plan.alter, "MODIFY COLUMN", "widen columns of"),
+    ] {
+        if names.is_empty() {
+            continue;
+        }
+        let parts: Vec<String> = names
             .iter()
-            .map(|n| format!("ADD COLUMN {}", def(n)))
+            .map(|n| format!("{clause} {}", def(n)))
             .collect();
         stmts.push((
-            format!("add columns to {table}"),
-            format!("ALTER TABLE {table} {}", parts.join(", ")),
-        ));
-    }
-    if !plan.alter.is_empty() {
-        let parts: Vec<String> = plan
-            .alter
-            .iter()
-            .map(|n| format!("MODIFY COLUMN {}", def(n)))
-            .collect();
-        stmts.push((
-            format!("widen columns of {table}"),
+            format!("{what} {table}"),
             format!("ALTER TABLE {table} {}", parts.join(", ")),
         ));
     }

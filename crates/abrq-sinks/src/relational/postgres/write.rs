@@ -238,17 +238,7 @@ async fn write(
             sql.push_str(&format!("UPDATE SET {}", set.join(", ")));
         }
     }
-    let cols: Vec<(usize, &SqlType)> = columns
-        .iter()
-        .enumerate()
-        .map(|(i, &c)| (i, &t.columns[c].ty))
-        .collect();
-    bind_arrays(sqlx::query(&sql), &cols, rows)
-        .map_err(|e| db_error(op(), e))?
-        .execute(&mut **tx)
-        .await
-        .map_err(|e| db_error(op(), e))?;
-    Ok(())
+    execute_with_arrays(tx, &sql, t, columns, rows, op).await
 }
 
 async fn delete(
@@ -266,12 +256,25 @@ async fn delete(
         names.join(", "),
         unnest_select(t, &key)
     );
-    let cols: Vec<(usize, &SqlType)> = key
+    execute_with_arrays(tx, &sql, t, &key, rows, op).await
+}
+
+/// Runs `sql` with one typed array per table column in `columns` (by
+/// position), filled from `rows`; `op` says what for in an error.
+async fn execute_with_arrays(
+    tx: &mut Transaction<'_, Postgres>,
+    sql: &str,
+    t: &TableInfo,
+    columns: &[usize],
+    rows: &[Row<'_>],
+    op: impl Fn() -> String,
+) -> Result<(), DbError> {
+    let cols: Vec<(usize, &SqlType)> = columns
         .iter()
         .enumerate()
         .map(|(i, &c)| (i, &t.columns[c].ty))
         .collect();
-    bind_arrays(sqlx::query(&sql), &cols, rows)
+    bind_arrays(sqlx::query(sql), &cols, rows)
         .map_err(|e| db_error(op(), e))?
         .execute(&mut **tx)
         .await
