@@ -98,6 +98,18 @@ impl<B: Backend> RelationalDestination<B> {
         *self.cache.lock().unwrap_or_else(|p| p.into_inner()) = t;
     }
 
+    /// Reads the table from the catalog (None: it does not exist yet) and
+    /// caches what it read.
+    async fn reload_table(&self) -> Result<Option<TableInfo>, DeliveryError> {
+        let table = self
+            .backend
+            .load_table()
+            .await
+            .map_err(DbError::into_delivery)?;
+        self.remember(Some(table.clone()));
+        Ok(table)
+    }
+
     /// Plans against the cached table; re-reads the catalog first when
     /// nothing is cached, and again when the cached view would lead to DDL
     /// or a drift error (an operator may have changed the table since).
@@ -108,12 +120,7 @@ impl<B: Backend> RelationalDestination<B> {
                 Ok(_) | Err(_) => {}
             }
         }
-        let table = self
-            .backend
-            .load_table()
-            .await
-            .map_err(DbError::into_delivery)?;
-        self.remember(Some(table.clone()));
+        let table = self.reload_table().await?;
         Ok(plan(batch, table.as_ref(), &self.policy)?)
     }
 
@@ -213,12 +220,7 @@ impl<B: Backend> Destination for RelationalDestination<B> {
             .table_name()
             .await
             .map_err(DbError::into_delivery)?;
-        let table = self
-            .backend
-            .load_table()
-            .await
-            .map_err(DbError::into_delivery)?;
-        self.remember(Some(table.clone()));
+        let table = self.reload_table().await?;
         let d = s.dialect;
         let about = match &table {
             None => format!(
