@@ -1,5 +1,6 @@
 //! The `file` source: NDJSON or CSV with a header, read from a byte offset.
-//! With `follow`, the file is tailed and only complete lines are consumed.
+//! With `follow`, the file is tailed and only complete lines (CSV: complete
+//! records) are consumed.
 //! Reads are blocking; the engine runs them on a blocking thread.
 
 mod csv_rows;
@@ -112,7 +113,8 @@ impl FileSource {
             self.header = None;
         }
         // Only complete lines count while tailing: a writer may be mid-line.
-        let end = if self.follow {
+        // CSV finds its own record ends, as a quoted field may hold newlines.
+        let end = if self.follow && self.format == FileFormat::Ndjson {
             last_newline_end(&mut file, self.cursor.offset, len).map_err(|e| self.io(e))?
         } else {
             len

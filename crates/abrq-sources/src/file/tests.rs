@@ -115,3 +115,133 @@ fn csv_field_count_mismatch_is_an_error() {
     let e = s.read_chunk(BIG).unwrap_err().to_string();
     assert!(e.contains(":3:"), "{e}");
 }
+
+fn append(p: &std::path::Path, bytes: &[u8]) {
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(p)
+        .unwrap();
+    f.write_all(bytes).unwrap();
+}
+
+fn records(items: &[Item]) -> Vec<serde_json::Value> {
+    items
+        .iter()
+        .map(|i| serde_json::Value::Object(i.as_record().unwrap().fields.clone()))
+        .collect()
+}
+
+#[test]
+fn csv_follow_leaves_an_open_quoted_field_until_it_closes() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("a.csv");
+    append(&p, b"id,note\n1,\"multi\n");
+    let mut s = FileSource::open(&p, FileFormat::Csv, true, None).unwrap();
+    let c = s.read_chunk(BIG).unwrap();
+    assert_eq!(c.records, 0, "{:?}", c.items);
+    assert!(c.at_end);
+    // the cursor sits just after the header, before the open record
+    assert_eq!(s.cursor().offset, 8);
+    let cut = c.cursor.unwrap();
+    append(&p, b"line\"\n2,plain\n");
+    let want = vec![
+        json!({"id": 1, "note": "multi\nline"}),
+        json!({"id": 2, "note": "plain"}),
+    ];
+    assert_eq!(records(&s.read_chunk(BIG).unwrap().items), want);
+    assert_eq!(s.read_chunk(BIG).unwrap().records, 0);
+    // a restart from the cursor staged while the field was open reads the
+    // same records, once
+    let mut s = FileSource::open(&p, FileFormat::Csv, true, Some(&cut)).unwrap();
+    assert_eq!(records(&s.read_chunk(BIG).unwrap().items), want);
+}
+
+#[test]
+fn csv_follow_consumes_only_terminated_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("a.csv");
+    // header cut off, then a record cut off after its last field, then one
+    // cut between CR and LF
+    append(&p, b"id,no");
+    let mut s = FileSource::open(&p, FileFormat::Csv, true, None).unwrap();
+    assert_eq!(s.read_chunk(BIG).unwrap().records, 0);
+    assert_eq!(s.cursor().offset, 0);
+    append(&p, b"te\r\n1,ab");
+    assert_eq!(s.read_chunk(BIG).unwrap().records, 0);
+    append(&p, b"c\r");
+    let c = s.read_chunk(BIG).unwrap();
+    assert_eq!(records(&c.items), vec![json!({"id": 1, "note": "abc"})]);
+    append(&p, b"\n2,\"x\"\"y\"\r\n");
+    let mut s = FileSource::open(&p, FileFormat::Csv, true, c.cursor.as_deref()).unwrap();
+    let c = s.read_chunk(BIG).unwrap();
+    assert_eq!(records(&c.items), vec![json!({"id": 2, "note": "x\"y"})]);
+    append(&p, b"3,z\n");
+    let c = s.read_chunk(BIG).unwrap();
+    assert_eq!(values(&c.items, "id"), vec![json!(3)]);
+}
+
+#[test]
+fn csv_bom_is_stripped_only_at_the_start_of_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("a.csv");
+    append(&p, "\u{feff}id,v\n1,a\n\u{feff}2,b\n".as_bytes());
+    let one = Limits {
+        max_records: 1,
+        max_bytes: 1 << 20,
+    };
+    for follow in [false, true] {
+        let mut s = FileSource::open(&p, FileFormat::Csv, follow, None).unwrap();
+        let mut got = Vec::new();
+        loop {
+            let c = s.read_chunk(one).unwrap();
+            got.extend(records(&c.items));
+            if c.at_end {
+                break;
+            }
+        }
+        assert_eq!(
+            got,
+            vec![
+                json!({"id": 1, "v": "a"}),
+                json!({"id": "\u{feff}2", "v": "b"})
+            ],
+            "follow {follow}"
+        );
+    }
+}
+
+#[test]
+fn csv_without_follow_takes_a_last_record_without_newline() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("a.csv");
+    append(&p, b"id,v\n1,a\n2,b");
+    let mut s = FileSource::open(&p, FileFormat::Csv, false, None).unwrap();
+    let c = s.read_chunk(BIG).unwrap();
+    assert_eq!(values(&c.items, "v"), vec![json!("a"), json!("b")]);
+    assert!(c.at_end);
+}
+
+#[test]
+fn csv_invalid_utf8_names_the_field_and_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("a.csv");
+    append(&p, b"id,v\n1,a\n2,\xff\n");
+    let mut s = FileSource::open(&p, FileFormat::Csv, false, None).unwrap();
+    let e = s.read_chunk(BIG).unwrap_err().to_string();
+    assert!(e.contains(":3:") && e.contains("\"v\""), "{e}");
+}
+
+#[test]
+fn ndjson_follow_restart_resumes_before_a_cut_off_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("a.ndjson");
+    append(&p, b"{\"i\":1}\n{\"s\":\"multi");
+    let mut s = FileSource::open(&p, FileFormat::Ndjson, true, None).unwrap();
+    let c = s.read_chunk(BIG).unwrap();
+    assert_eq!(values(&c.items, "i"), vec![json!(1)]);
+    append(&p, b"\\nline\"}\n");
+    let mut s = FileSource::open(&p, FileFormat::Ndjson, true, c.cursor.as_deref()).unwrap();
+    let c = s.read_chunk(BIG).unwrap();
+    assert_eq!(values(&c.items, "s"), vec![json!("multi\nline")]);
+}
