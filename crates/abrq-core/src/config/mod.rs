@@ -2,6 +2,7 @@
 //! any connection. Every error names the key and its line.
 
 mod model;
+mod toml_error;
 mod values;
 
 pub use model::*;
@@ -11,6 +12,8 @@ use std::collections::HashSet;
 use std::path::Path;
 
 use toml::Spanned;
+
+use toml_error::describe;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -39,7 +42,7 @@ impl Config {
             origin: origin.to_string(),
             message,
         };
-        let config: Config = toml::from_str(text).map_err(|e| invalid(e.to_string()))?;
+        let config: Config = toml::from_str(text).map_err(|e| invalid(describe(text, e)))?;
         config.validate(text).map_err(invalid)?;
         Ok(config)
     }

@@ -18,7 +18,8 @@ pub fn interpolate(raw: &str) -> Result<String, String> {
         let after = &rest[start + 2..];
         let end = after
             .find('}')
-            .ok_or_else(|| format!("unclosed `${{` in {raw:?}"))?;
+            // The value is not quoted back: it may be a secret.
+            .ok_or_else(|| "unclosed `${`".to_string())?;
         let name = &after[..end];
         if let Some(path) = name.strip_prefix("file:") {
             let text = std::fs::read_to_string(path)
@@ -102,8 +103,54 @@ impl Serialize for Secret {
 
 impl<'de> Deserialize<'de> for Secret {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        Text::deserialize(d).map(|t| Secret(t.0))
+        d.deserialize_string(SecretVisitor)
     }
+}
+
+/// Takes only a string, and says so without serde's usual "invalid type:
+/// integer `5`", which would print a mistyped secret.
+struct SecretVisitor;
+
+impl<'de> serde::de::Visitor<'de> for SecretVisitor {
+    type Value = Secret;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a string")
+    }
+
+    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Secret, E> {
+        interpolate(v).map(Secret).map_err(E::custom)
+    }
+
+    fn visit_bool<E: serde::de::Error>(self, _: bool) -> Result<Secret, E> {
+        Err(not_a_string("a boolean"))
+    }
+
+    fn visit_i64<E: serde::de::Error>(self, _: i64) -> Result<Secret, E> {
+        Err(not_a_string("a number"))
+    }
+
+    fn visit_u64<E: serde::de::Error>(self, _: u64) -> Result<Secret, E> {
+        Err(not_a_string("a number"))
+    }
+
+    fn visit_f64<E: serde::de::Error>(self, _: f64) -> Result<Secret, E> {
+        Err(not_a_string("a number"))
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, _: A) -> Result<Secret, A::Error> {
+        Err(not_a_string("an array"))
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, _: A) -> Result<Secret, A::Error> {
+        Err(not_a_string("a table or date"))
+    }
+}
+
+fn not_a_string<E: serde::de::Error>(got: &str) -> E {
+    E::custom(format!(
+        "a secret must be a string, not {got} (value not shown)"
+    ))
 }
 
 /// A duration written as `"500ms"`, `"30s"`, `"5m"`.
@@ -112,10 +159,21 @@ pub struct Dur(pub Duration);
 
 impl<'de> Deserialize<'de> for Dur {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let raw = Text::deserialize(d)?;
-        humantime::parse_duration(raw.as_str())
+        let raw = String::deserialize(d)?;
+        let value = interpolate(&raw).map_err(D::Error::custom)?;
+        humantime::parse_duration(&value)
             .map(Dur)
-            .map_err(|e| D::Error::custom(format!("invalid duration {:?}: {e}", raw.0)))
+            .map_err(|e| D::Error::custom(unparsable("duration", &raw, &value, e)))
+    }
+}
+
+/// Names the value as written; what `${..}` brought in is not shown, as it
+/// may come from a secret file or variable.
+fn unparsable(what: &str, raw: &str, value: &str, e: impl fmt::Display) -> String {
+    if raw == value {
+        format!("invalid {what} {raw:?}: {e}")
+    } else {
+        format!("invalid {what} {raw:?} (the interpolated value is not shown)")
     }
 }
 
@@ -135,15 +193,17 @@ impl<'de> Deserialize<'de> for Size {
         #[serde(untagged)]
         enum Raw {
             Int(u64),
-            Str(Text),
+            Str(String),
         }
         match Raw::deserialize(d)? {
             Raw::Int(n) => Ok(Size(n)),
-            Raw::Str(t) => t
-                .as_str()
-                .parse::<bytesize::ByteSize>()
-                .map(|b| Size(b.as_u64()))
-                .map_err(|e| D::Error::custom(format!("invalid size {:?}: {e}", t.0))),
+            Raw::Str(raw) => {
+                let value = interpolate(&raw).map_err(D::Error::custom)?;
+                value
+                    .parse::<bytesize::ByteSize>()
+                    .map(|b| Size(b.as_u64()))
+                    .map_err(|e| D::Error::custom(unparsable("size", &raw, &value, e)))
+            }
         }
     }
 }
