@@ -11,7 +11,7 @@ use std::sync::{Arc, OnceLock};
 use abrq_core::{BatchMeta, Destination};
 use async_trait::async_trait;
 use sqlx::postgres::{PgPool, PgPoolOptions};
-use sqlx::Row as _;
+use sqlx::{Postgres, Row as _, Transaction};
 use tokio::sync::OnceCell;
 
 use super::config::RelationalSettings;
@@ -97,19 +97,50 @@ impl PgBackend {
                  destination_table text NOT NULL, \
                  PRIMARY KEY (stream, idempotency_key, destination_table))"
             );
-            sqlx::query(&sql).execute(self.pool()).await.map_err(|e| {
-                let mut err = db_error(format!("create the ledger {name}"), e);
-                // two processes creating it at once collide in the
-                // catalog; the batch is not to blame
+            let op = || format!("create the ledger {name}");
+            let fail = |e| {
+                let mut err = db_error(op(), e);
+                // whatever collides in the catalog, the batch is not to blame
                 if err.kind.blames_a_row() {
                     err.kind = Failure::ObjectExists;
                 }
                 err
-            })?;
+            };
+            let mut tx = self.pool().begin().await.map_err(fail)?;
+            creation_lock(&mut tx, &name).await.map_err(fail)?;
+            sqlx::query(&sql).execute(&mut *tx).await.map_err(fail)?;
+            tx.commit().await.map_err(fail)?;
             self.ledger_ready.store(true, Ordering::Relaxed);
         }
         Ok(name)
     }
+}
+
+/// Takes turns with every other session creating `table` (quoted,
+/// qualified), until the transaction ends. Two sessions running `CREATE
+/// TABLE IF NOT EXISTS` at once both find no table, and the second fails
+/// on a unique index of the catalog (`pg_type_typname_nsp_index`); in
+/// turns, the second finds the table the first committed.
+pub(crate) async fn creation_lock(
+    tx: &mut Transaction<'_, Postgres>,
+    table: &str,
+) -> Result<(), sqlx::Error> {
+    sqlx::query("SELECT pg_advisory_xact_lock($1)")
+        .bind(lock_key(table))
+        .execute(&mut **tx)
+        .await
+        .map(drop)
+}
+
+/// A fixed advisory lock key for a name: 64-bit FNV-1a, the same in every
+/// process and version.
+fn lock_key(name: &str) -> i64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in name.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h as i64
 }
 
 #[async_trait]
@@ -194,5 +225,18 @@ impl Backend for PgBackend {
 
     async fn table_name(&self) -> Result<String, DbError> {
         self.qualified().await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lock_keys_are_fixed_per_name() {
+        // FNV-1a's published value for "a": the key must never change,
+        // or two versions running at once would not take turns
+        assert_eq!(lock_key("a") as u64, 0xaf63_dc4c_8601_ec8c);
+        assert_ne!(lock_key(r#""s"."t""#), lock_key(r#""s"."u""#));
     }
 }

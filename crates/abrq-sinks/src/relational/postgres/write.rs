@@ -110,6 +110,9 @@ async fn ddl(
     let t = &plan.table;
     let mut stmts = Vec::new();
     if plan.create {
+        super::creation_lock(tx, table)
+            .await
+            .map_err(|e| db_error(format!("create table {table}"), e))?;
         let mut defs: Vec<String> = t
             .columns
             .iter()
