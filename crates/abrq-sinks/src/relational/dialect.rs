@@ -1,7 +1,14 @@
 //! How each engine spells identifiers and types. Every identifier abrq puts
 //! into SQL goes through [`Dialect::quote`]; values are always bound.
 
+use std::borrow::Cow;
+
 use super::types::{Dialect, SqlType};
+
+/// What MySQL counts as whitespace at the end of a name (ASCII only).
+fn mysql_space(c: char) -> bool {
+    matches!(c, ' ' | '\t' | '\n' | '\x0B' | '\x0C' | '\r')
+}
 
 impl Dialect {
     /// The identifier quoted, with its quote character doubled inside.
@@ -30,17 +37,62 @@ impl Dialect {
     /// Why `name` cannot be a column or table name here, if it cannot.
     /// PostgreSQL silently truncates names past 63 bytes, which would make
     /// the column and the field never match again, so refuse them instead.
+    /// MySQL refuses a name that ends in whitespace (error 1166), holds a
+    /// character outside the Basic Multilingual Plane (1300: identifiers
+    /// are utf8mb3) or is longer than 64 characters (1059).
     pub fn invalid_name(self, name: &str) -> Option<String> {
         let (limit, unit, len) = match self {
             Dialect::Postgres => (63, "bytes", name.len()),
             Dialect::Mysql => (64, "characters", name.chars().count()),
         };
-        if name.is_empty() || name.contains('\0') {
-            Some("a name must be non-empty and without NUL characters".into())
-        } else if len > limit {
-            Some(format!("the name {name:?} is longer than {limit} {unit}"))
-        } else {
-            None
+        if name.is_empty() {
+            return Some("the name is empty".into());
+        }
+        if name.contains('\0') {
+            return Some("the name contains a NUL character".into());
+        }
+        if len > limit {
+            return Some(format!("the name is longer than {limit} {unit}"));
+        }
+        match self {
+            Dialect::Postgres => None,
+            Dialect::Mysql => {
+                if let Some(c) = name.chars().last().filter(|c| mysql_space(*c)) {
+                    return Some(format!(
+                        "the name ends with {c:?}, and MySQL names cannot end with whitespace"
+                    ));
+                }
+                name.chars().find(|c| u32::from(*c) > 0xFFFF).map(|c| {
+                    format!(
+                        "the name contains {c:?} (U+{:04X}), and MySQL names take only \
+                         characters up to U+FFFF",
+                        u32::from(c)
+                    )
+                })
+            }
+        }
+    }
+
+    /// The name as the server compares column names: PostgreSQL compares
+    /// quoted names exactly, MySQL ignores case (per character, as its
+    /// `tolower` does: `Name` and `name` are one column).
+    pub fn fold(self, name: &str) -> Cow<'_, str> {
+        match self {
+            Dialect::Postgres => Cow::Borrowed(name),
+            Dialect::Mysql
+                if name
+                    .bytes()
+                    .all(|b| b.is_ascii() && !b.is_ascii_uppercase()) =>
+            {
+                Cow::Borrowed(name)
+            }
+            // the first char of a lowercase mapping is the simple mapping
+            // (only U+0130 maps to two)
+            Dialect::Mysql => Cow::Owned(
+                name.chars()
+                    .map(|c| c.to_lowercase().next().unwrap_or(c))
+                    .collect(),
+            ),
         }
     }
 

@@ -36,6 +36,11 @@ pub enum Failure {
     OutOfRange,
     InvalidInput,
     RowTooLarge,
+    /// A field name the server cannot take as a column name (MySQL:
+    /// duplicate ignoring case, trailing space, outside the BMP, too long).
+    /// Planning refuses these first; this is the server's word on any the
+    /// checks miss.
+    BadName,
     // anything else the server or the driver reports
     Unclassified,
 }
@@ -62,7 +67,8 @@ impl Failure {
             | Failure::ValueTooLong
             | Failure::OutOfRange
             | Failure::InvalidInput
-            | Failure::RowTooLarge => Disposition::DeadLetter(ReasonClass::Rejected),
+            | Failure::RowTooLarge
+            | Failure::BadName => Disposition::DeadLetter(ReasonClass::Rejected),
             // Unknown is retried: the retry budget bounds it, and a dead
             // letter for what may be a server hiccup would need a replay.
             Failure::Unclassified => Disposition::Retry,
@@ -70,8 +76,10 @@ impl Failure {
     }
 
     /// Whether this failure blames one row, so finding the row is worth it.
+    /// A bad name fails the DDL, before any row is written.
     pub fn blames_a_row(self) -> bool {
-        self.disposition() == Disposition::DeadLetter(ReasonClass::Rejected)
+        self != Failure::BadName
+            && self.disposition() == Disposition::DeadLetter(ReasonClass::Rejected)
     }
 }
 
@@ -103,6 +111,8 @@ impl From<PlanError> for DeliveryError {
             PlanError::Rejected { item, .. } => {
                 DeliveryError::dead_letter(ReasonClass::Rejected, e).at_record(item)
             }
+            // the message names every bad record
+            PlanError::Names(_) => DeliveryError::dead_letter(ReasonClass::Rejected, e),
             PlanError::NoKey(_) => DeliveryError::transient(e),
         }
     }
@@ -123,6 +133,11 @@ mod tests {
         ] {
             assert!(f.blames_a_row(), "{f:?}");
         }
+        assert_eq!(
+            Failure::BadName.disposition(),
+            Disposition::DeadLetter(ReasonClass::Rejected)
+        );
+        assert!(!Failure::BadName.blames_a_row());
         for f in [
             Failure::ConnectionLost,
             Failure::Deadlock,

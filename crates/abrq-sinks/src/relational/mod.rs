@@ -4,8 +4,9 @@
 //! in order, rows in multi-row statements, commit.
 //!
 //! Shared, engine-free: `config` (settings, connect options), `types` and
-//! `dialect` (type model, widening, spellings), `plan` and `group` (the
-//! drift policy and statements, pure), `errors` (what a failure means),
+//! `dialect` (type model, widening, spellings), `names` (which field
+//! names can be columns), `plan` and `group` (the drift policy and
+//! statements, pure), `errors` (what a failure means),
 //! `destination` (the flow). Per engine: `postgres/` and `mysql/` (catalog,
 //! ledger, statements, and their own error codes).
 
@@ -15,6 +16,7 @@ mod dialect;
 pub mod errors;
 mod group;
 pub mod mysql;
+mod names;
 pub mod plan;
 pub mod postgres;
 mod rows;

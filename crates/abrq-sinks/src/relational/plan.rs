@@ -14,6 +14,7 @@ use abrq_core::config::{ColumnsPolicy, SchemaDrift, TruncatePolicy, TypesPolicy,
 use abrq_core::{Batch, Item, Op, Record};
 use serde_json::Value;
 
+use super::names::{BadNames, Spellings};
 use super::table::{Column, TableInfo};
 use super::types::{fits, holds, join, natural, widen_for, widen_to, Cell, Dialect, SqlType};
 
@@ -37,6 +38,10 @@ pub enum PlanError {
     /// The record can never be written as it is (a `rejected` dead letter).
     #[error("{message}")]
     Rejected { item: usize, message: String },
+    /// Field names that cannot be columns, in these records (a `rejected`
+    /// dead letter naming every one).
+    #[error("{0}")]
+    Names(BadNames),
     /// The table cannot take upserts until an operator gives it a key: not
     /// the batch's fault, so the batch waits (retry, breaker).
     #[error("{0}")]
@@ -108,6 +113,19 @@ pub fn plan<'a>(
     // table lacks, the type their values need
     let declared = declarations(batch, p.dialect);
     let known: HashSet<String> = table.columns.iter().map(|c| c.name.clone()).collect();
+    // names are checked once each; the table's columns and then declared
+    // names keep their spelling against a field differing only in case
+    let adds = fresh || p.drift.columns == ColumnsPolicy::Evolve;
+    let mut spellings = Spellings::new(
+        p.dialect,
+        adds,
+        known
+            .iter()
+            .map(String::as_str)
+            .chain(declared.iter().map(|(n, _)| n)),
+    );
+    let mut verdicts: HashMap<&str, Option<String>> = HashMap::new();
+    let mut bad = BadNames::default();
     let mut needs: Vec<(&str, Option<SqlType>)> = Vec::new();
     let mut needs_at: HashMap<&str, usize> = HashMap::new();
     for (i, item) in batch.items.iter().enumerate() {
@@ -116,11 +134,10 @@ pub fn plan<'a>(
             if known.contains(k.as_str()) || v.is_null() && !declared.contains_key(k) {
                 continue;
             }
-            if let Some(why) = p.dialect.invalid_name(k) {
-                return Err(PlanError::Rejected {
-                    item: i,
-                    message: format!("field {k:?}: {why}"),
-                });
+            let verdict = verdicts.entry(k).or_insert_with(|| spellings.check(k));
+            if let Some(why) = verdict {
+                bad.add(i, why);
+                continue;
             }
             let at = *needs_at.entry(k).or_insert_with(|| {
                 needs.push((k, None));
@@ -134,6 +151,10 @@ pub fn plan<'a>(
                 });
             }
         }
+    }
+
+    if !bad.is_empty() {
+        return Err(PlanError::Names(bad));
     }
 
     // pass 2: the table after DDL
@@ -227,7 +248,13 @@ fn declarations(batch: &Batch, d: Dialect) -> indexmap_lite::Ordered<SqlType> {
     for item in &batch.items {
         if let Item::Schema { columns } = item {
             for (name, ty) in columns {
-                if d.invalid_name(name).is_some() {
+                // a name the server would refuse, or one differing only
+                // in case from an earlier one, is left to the records
+                if d.invalid_name(name).is_some()
+                    || out
+                        .iter()
+                        .any(|(n, _)| n != name && d.fold(n) == d.fold(name))
+                {
                     continue;
                 }
                 if let Some(t) = declared_type(ty).and_then(|t| d.parse_type(t)) {
@@ -267,9 +294,15 @@ fn apply_declarations(
             let Some(want) = declared_type(raw).and_then(|t| p.dialect.parse_type(t)) else {
                 continue;
             };
+            // a column differing only in case, where case does not count
+            let twin = table
+                .columns
+                .iter()
+                .any(|c| c.name != *name && p.dialect.fold(&c.name) == p.dialect.fold(name));
             match table.columns.iter_mut().find(|c| c.name == *name) {
                 None if p.drift.columns == ColumnsPolicy::Evolve
-                    && p.dialect.invalid_name(name).is_none() =>
+                    && p.dialect.invalid_name(name).is_none()
+                    && !twin =>
                 {
                     add.push(name.clone());
                     table.columns.push(Column {

@@ -286,8 +286,74 @@ fn bad_field_names_are_rejected_not_truncated() {
         ins(json!({"id": 1})),
         Item::Record(Record::insert(fields)),
     ]);
-    assert!(matches!(
-        plan(&b, Some(&table()), &default_policy()),
-        Err(PlanError::Rejected { item: 1, .. })
-    ));
+    match plan(&b, Some(&table()), &default_policy()) {
+        Err(PlanError::Names(bad)) => assert_eq!(bad.items().collect::<Vec<_>>(), vec![1]),
+        other => panic!("{other:?}"),
+    }
+}
+
+fn mysql(columns: ColumnsPolicy) -> Policy {
+    Policy {
+        dialect: Dialect::Mysql,
+        ..policy(columns, TypesPolicy::Widen)
+    }
+}
+
+#[test]
+fn mysql_names_are_checked_for_the_whole_batch() {
+    let b = batch(vec![
+        ins(json!({"id": 1, "name": "a"})),
+        ins(json!({"id": 2, "Name": "b"})),
+        ins(json!({"id": 3, "trail ": "c"})),
+        ins(json!({"id": 4})),
+        ins(json!({"id": 5, "smile😀": "d", "NAME": "e"})),
+        // null values make no column, so no collision
+        ins(json!({"id": 6, "nAmE": null})),
+    ]);
+    let Err(PlanError::Names(bad)) = plan(&b, None, &mysql(ColumnsPolicy::Evolve)) else {
+        panic!("not refused")
+    };
+    assert_eq!(bad.items().collect::<Vec<_>>(), vec![1, 2, 4]);
+    let text = bad.to_string();
+    for part in [
+        r#"record 1: field "Name" collides with "name" (MySQL column names are case-insensitive)"#,
+        r#"record 2: field "trail ": the name ends with ' '"#,
+        r#"record 4: field "smile😀": the name contains '😀' (U+1F600)"#,
+        r#"field "NAME" collides with "name""#,
+    ] {
+        assert!(text.contains(part), "{part} not in {text}");
+    }
+    // PostgreSQL takes every one of them as a column of its own
+    let p = plan(&b, None, &default_policy()).unwrap();
+    assert_eq!(p.table.columns.len(), 6);
+}
+
+#[test]
+fn mysql_fields_colliding_with_columns_are_refused_only_when_added() {
+    let b = batch(vec![
+        ins(json!({"id": 1, "NAME": "x"})),
+        Item::Schema {
+            columns: obj(json!({"Id": "bigint", "extra": "int", "EXTRA": "text"})),
+        },
+    ]);
+    let Err(PlanError::Names(bad)) = plan(&b, Some(&table()), &mysql(ColumnsPolicy::Evolve)) else {
+        panic!("not refused")
+    };
+    assert_eq!(
+        bad.to_string(),
+        r#"record 0: field "NAME" collides with column "name" of the table (MySQL column names are case-insensitive)"#
+    );
+    // nothing is added under discard_values: the value goes, as any other
+    let p = plan(&b, Some(&table()), &mysql(ColumnsPolicy::DiscardValues)).unwrap();
+    assert!(!p.has_ddl());
+    assert_eq!(p.counts.dropped_values, 1);
+    // declarations: a case twin of a column is ignored, of another
+    // declaration too (the first spelling stays)
+    let b = batch(vec![b.items[1].clone()]);
+    let p = plan(&b, Some(&table()), &mysql(ColumnsPolicy::Evolve)).unwrap();
+    assert_eq!(p.add, vec!["extra".to_string()]);
+    assert_eq!(p.counts.ignored_schemas, 1);
+    let p = plan(&b, None, &mysql(ColumnsPolicy::Evolve)).unwrap();
+    let names: Vec<&str> = p.table.columns.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names, vec!["Id", "extra"]);
 }

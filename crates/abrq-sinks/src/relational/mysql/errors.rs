@@ -9,6 +9,9 @@ use crate::relational::errors::{DbError, Failure};
 
 /// The ledger's primary key already holds the batch.
 pub const DUPLICATE_ENTRY: u16 = 1062;
+/// A column name the table has (ignoring case) or that a statement lists
+/// twice.
+pub const DUPLICATE_COLUMN: u16 = 1060;
 
 pub fn db_error(op: impl Into<String>, source: sqlx::Error) -> DbError {
     DbError {
@@ -60,7 +63,13 @@ pub fn by_number(n: u16, sqlstate: &str) -> Failure {
         1021 | 1037 | 1038 | 1041 | 1114 => Failure::ResourcesExhausted,
         1044 | 1045 | 1142 | 1143 | 1227 | 1370 => Failure::Unauthorized,
         1049 | 1054 | 1109 | 1146 => Failure::MissingObject,
-        1050 | 1060 | 1061 => Failure::ObjectExists,
+        1050 | 1061 => Failure::ObjectExists,
+        // the table's own name is checked with the config
+        1102 | 1103 => Failure::Misconfigured,
+        // duplicate column name, ignoring case (also what a concurrent ADD
+        // COLUMN meets: mysql/mod.rs tells the two apart), too long, a
+        // column listed twice, trailing space, outside utf8mb3
+        1059 | 1060 | 1110 | 1166 | 1300 => Failure::BadName,
         1048 | 1062 | 1169 | 1364 | 1451 | 1452 | 1557 | 1586 | 3819 | 4025 => {
             Failure::ConstraintViolation
         }
@@ -96,6 +105,11 @@ mod tests {
             (1290, Failure::ReadOnly),
             (1146, Failure::MissingObject),
             (1045, Failure::Unauthorized),
+            (1060, Failure::BadName),
+            (1166, Failure::BadName),
+            (1300, Failure::BadName),
+            (1059, Failure::BadName),
+            (1103, Failure::Misconfigured),
         ];
         for (n, kind) in cases {
             assert_eq!(by_number(n, "HY000"), kind, "{n}");

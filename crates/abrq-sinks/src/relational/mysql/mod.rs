@@ -22,7 +22,7 @@ use super::plan::Plan;
 use super::table::{Column, TableInfo};
 use super::types::{Dialect, SqlType};
 use super::LEDGER;
-use errors::db_error;
+use errors::{db_error, number, DUPLICATE_COLUMN};
 
 pub type MysqlDestination = RelationalDestination<MysqlBackend>;
 
@@ -181,7 +181,20 @@ impl Backend for MysqlBackend {
             table: &self.qualified(),
             packet,
         };
-        write::apply(&ctx, meta, plan, run).await
+        match write::apply(&ctx, meta, plan, run).await {
+            // The plan checked its new names against a fresh read of the
+            // table, so a duplicate column is most likely another writer
+            // that added the same column meanwhile: the retry sees it.
+            Err(mut e)
+                if !plan.add.is_empty()
+                    && number(&e.error.source) == Some(DUPLICATE_COLUMN)
+                    && !self.refuses(&plan.add).await =>
+            {
+                e.error.kind = Failure::ObjectExists;
+                Err(e)
+            }
+            r => r,
+        }
     }
 
     async fn connect(&self) -> Result<String, DbError> {
@@ -199,6 +212,16 @@ impl Backend for MysqlBackend {
 }
 
 impl MysqlBackend {
+    /// Whether the table, read again, still lacks one of `names` spelled
+    /// exactly so (the server refused the name itself); a failed read
+    /// cannot tell, and counts as no.
+    async fn refuses(&self, names: &[String]) -> bool {
+        match self.load_table().await {
+            Ok(Some(t)) => names.iter().any(|n| t.column(n).is_none()),
+            Ok(None) | Err(_) => false,
+        }
+    }
+
     /// A composite primary key in key order (COLUMNS lists table order).
     async fn key_order(&self) -> Result<Vec<String>, DbError> {
         sqlx::query_scalar(
