@@ -37,6 +37,19 @@ pub struct ServerConfig {
     #[serde(default = "default_listen")]
     pub listen: Text,
     pub admin_token: Option<Secret>,
+    /// A new connection must send a whole request head within this long; so must a request once its first
+    /// byte arrives on a kept-alive connection.
+    #[serde(default = "default_header_timeout")]
+    pub header_timeout: Dur,
+    /// A kept-alive connection idle this long between requests is closed.
+    #[serde(default = "default_idle_timeout")]
+    pub idle_timeout: Dur,
+    /// A request body must arrive whole within this long of its head (408).
+    #[serde(default = "default_body_timeout")]
+    pub body_timeout: Dur,
+    /// Connections held at once; more are closed as soon as accepted.
+    #[serde(default = "default_max_connections")]
+    pub max_connections: usize,
 }
 
 impl Default for ServerConfig {
@@ -44,8 +57,28 @@ impl Default for ServerConfig {
         ServerConfig {
             listen: default_listen(),
             admin_token: None,
+            header_timeout: default_header_timeout(),
+            idle_timeout: default_idle_timeout(),
+            body_timeout: default_body_timeout(),
+            max_connections: default_max_connections(),
         }
     }
+}
+
+fn default_header_timeout() -> Dur {
+    Dur(std::time::Duration::from_secs(10))
+}
+
+fn default_idle_timeout() -> Dur {
+    Dur(std::time::Duration::from_secs(60))
+}
+
+fn default_body_timeout() -> Dur {
+    Dur(std::time::Duration::from_secs(60))
+}
+
+fn default_max_connections() -> usize {
+    1024
 }
 
 fn default_listen() -> Text {

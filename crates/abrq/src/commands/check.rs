@@ -7,7 +7,7 @@ use abrq_core::config::Config;
 
 pub async fn check(config_path: &Path) -> anyhow::Result<()> {
     let config = Config::load(config_path)?;
-    crate::server::check_exposure(&config)?;
+    crate::server::check_server(&config)?;
     println!(
         "config {}: ok ({} streams)",
         config_path.display(),

@@ -14,19 +14,24 @@ use crate::server::{self, AppState};
 
 pub async fn run(config_path: &Path, until_drained: bool, no_progress: bool) -> anyhow::Result<()> {
     let config = Config::load(config_path)?;
-    let addr = server::check_exposure(&config)?;
+    let addr = server::check_server(&config)?;
     let store = super::open_store(&config).await?;
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .with_context(|| format!("cannot listen on {addr} (server.listen)"))?;
     let metrics = Arc::new(Metrics::new());
     let engine = Engine::start(&config, store, metrics, &super::destination_factory).await?;
-    tracing::info!(listen = %addr, streams = config.streams.len(), "abrq running");
+    tracing::info!(
+        listen = %addr,
+        streams = config.streams.len(),
+        "abrq running"
+    );
     let cancel = engine.cancel_token();
     let server_cancel = cancel.clone();
     let server = tokio::spawn(server::serve(
         listener,
         AppState::new(engine.clone(), &config),
+        server::Limits::from_config(&config.server),
         async move { server_cancel.cancelled().await },
     ));
     let progress = (until_drained && !no_progress && std::io::stderr().is_terminal())

@@ -5,6 +5,10 @@ mod auth;
 mod dead_letters;
 mod error;
 mod ingest;
+mod listener;
+mod timeouts;
+
+pub use listener::Limits;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -61,24 +65,33 @@ impl AppState {
     }
 }
 
-/// Refuses a listen address off loopback without an admin token: the API
-/// can discard data, so it is never left open to a network.
-pub fn check_exposure(config: &Config) -> anyhow::Result<SocketAddr> {
-    let addr: SocketAddr = config
-        .server
+/// Checks the `[server]` table. A listen address off loopback needs an
+/// admin token: the API can discard data, so it is never left open to a
+/// network.
+pub fn check_server(config: &Config) -> anyhow::Result<SocketAddr> {
+    let server = &config.server;
+    let addr: SocketAddr = server
         .listen
         .as_str()
         .parse()
-        .map_err(|e| anyhow::anyhow!("server.listen {:?}: {e}", config.server.listen.0))?;
-    let has_token = config
-        .server
-        .admin_token
-        .as_ref()
-        .is_some_and(|t| !t.is_empty());
+        .map_err(|e| anyhow::anyhow!("server.listen {:?}: {e}", server.listen.0))?;
+    let has_token = server.admin_token.as_ref().is_some_and(|t| !t.is_empty());
     if !addr.ip().is_loopback() && !has_token {
         anyhow::bail!(
             "server.listen {addr} is not a loopback address, so server.admin_token is required"
         );
+    }
+    if server.max_connections == 0 {
+        anyhow::bail!("server.max_connections must be at least 1");
+    }
+    for (key, d) in [
+        ("header_timeout", server.header_timeout),
+        ("idle_timeout", server.idle_timeout),
+        ("body_timeout", server.body_timeout),
+    ] {
+        if d.0.is_zero() {
+            anyhow::bail!("server.{key} must be longer than 0s");
+        }
     }
     Ok(addr)
 }
@@ -163,9 +176,8 @@ async fn readyz(State(st): State<AppState>) -> Response {
 pub async fn serve(
     listener: tokio::net::TcpListener,
     state: AppState,
+    limits: Limits,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router(state))
-        .with_graceful_shutdown(shutdown)
-        .await
+    listener::serve(listener, router(state), limits, shutdown).await
 }
