@@ -123,6 +123,12 @@ fn check_name(key: &str, name: &str, line: usize) -> Result<(), String> {
             .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
     if ok {
         Ok(())
+    } else if name.contains('\n') {
+        // a multi-line string a typo opened may have taken in other lines,
+        // secrets among them
+        Err(format!(
+            "line {line}: {key}: a name of several lines (not shown) must be 1-64 characters of letters, digits, '_' or '-'"
+        ))
     } else {
         Err(format!(
             "line {line}: {key}: {name:?} must be 1-64 characters of letters, digits, '_' or '-'"

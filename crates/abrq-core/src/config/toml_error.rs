@@ -6,7 +6,7 @@
 /// unterminated `password = "...`), so only its message and position are
 /// used. The key comes from toml when it knows it, else from the line.
 pub(super) fn describe(text: &str, mut e: toml::de::Error) -> String {
-    let message = e.message().to_string();
+    let mut message = e.message().to_string();
     // Without its input, toml's Display is the message and the key path.
     e.set_input(None);
     let shown = e.to_string();
@@ -22,6 +22,15 @@ pub(super) fn describe(text: &str, mut e: toml::de::Error) -> String {
         };
     };
     let at = floor_char_boundary(text, span.start.min(text.len()));
+    let until = floor_char_boundary(text, span.end.clamp(at, text.len()));
+    // A multi-line value a typo opened (`tls = '''`) swallows the lines
+    // after it, secrets included, and serde quotes the value it rejects.
+    if text[at..until].contains('\n') && message.contains(['"', '`']) {
+        message = match message.split_once(", expected ") {
+            Some((_, expected)) => format!("a multi-line value (not shown), expected {expected}"),
+            None => "a multi-line value (not shown) that is not valid here".into(),
+        };
+    }
     let line_start = text[..at].rfind('\n').map_or(0, |i| i + 1);
     let line = text[..at].bytes().filter(|b| *b == b'\n').count() + 1;
     let column = text[line_start..at].chars().count() + 1;
@@ -266,6 +275,39 @@ database = "/tmp/out"
         let e = Config::parse(&text, "t.toml").unwrap_err().to_string();
         assert!(e.contains("line 16,"), "{e}");
         assert!(!e.contains("second") && !e.contains("half"), "{e}");
+    }
+
+    #[test]
+    fn a_multiline_value_that_swallowed_a_secret_is_not_quoted() {
+        // a typo opens a multi-line string that runs over the password's
+        // line, on a key that wants an enum, then one that wants a boolean
+        let closed = "password = \"dest-S3CRET\"'''";
+        for (line, opened, expected) in [
+            (13, "engine = '''", "expected one of"),
+            (14, "tls = '''", "expected a boolean"),
+        ] {
+            let text = with_line(line, opened).replace("password = \"dest-S3CRET\"", closed);
+            let e = Config::parse(&text, "t.toml").unwrap_err().to_string();
+            assert!(!e.contains("S3CRET"), "{e}");
+            assert!(e.contains(&format!("line {line},")), "{e}");
+            assert!(e.contains(opened.split(' ').next().unwrap()), "{e}");
+            assert!(e.contains(expected), "{e}");
+        }
+    }
+
+    #[test]
+    fn a_multiline_name_that_swallowed_a_secret_is_not_quoted() {
+        let text = ALL_SECRETS.replace(
+            "name = \"d\"\nengine = \"postgres\"\ntable = \"t\"\npassword = \"dest-S3CRET\"",
+            "engine = \"postgres\"\ntable = \"t\"\nname = '''d\npassword = \"dest-S3CRET\"'''",
+        );
+        assert_ne!(text, ALL_SECRETS);
+        let e = Config::parse(&text, "t.toml").unwrap_err().to_string();
+        assert!(!e.contains("S3CRET"), "{e}");
+        assert!(
+            e.contains("line 11") && e.contains("destinations.name"),
+            "{e}"
+        );
     }
 
     #[test]
