@@ -1,0 +1,57 @@
+//! Property test of HTTP ingest body parsing through its public API: any
+//! bytes, and bytes near NDJSON and JSON arrays, parse or fail cleanly,
+//! never panic. Small by default; `PROPTEST_CASES` goes further.
+
+use proptest::prelude::*;
+
+fn config() -> ProptestConfig {
+    let mut c = ProptestConfig {
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    };
+    if std::env::var_os("PROPTEST_CASES").is_none() {
+        c.cases = 256;
+    }
+    c
+}
+
+fn near_json() -> impl Strategy<Value = Vec<u8>> {
+    let piece = prop::sample::select(vec![
+        &b"{"[..],
+        b"}",
+        b"[",
+        b"]",
+        b",",
+        b":",
+        b"\"",
+        b"\"a\"",
+        b"\"_abrq_op\"",
+        b"\"delete\"",
+        b"\"upsert\"",
+        b"1",
+        b"-1e999",
+        b"null",
+        b"true",
+        b"\n",
+        b"\r\n",
+        b" ",
+        b"\\",
+        b"\\ud800",
+        "é".as_bytes(),
+        b"\xe2\x98",
+        b"\xff",
+        b"\xef\xbb\xbf",
+    ]);
+    prop::collection::vec(piece, 0..200).prop_map(|ps| ps.concat())
+}
+
+proptest! {
+    #![proptest_config(config())]
+
+    #[test]
+    fn any_body_parses_or_fails_without_panic(
+        body in prop_oneof![prop::collection::vec(any::<u8>(), 0..2048), near_json()],
+    ) {
+        let _ = abrq_sources::parse_body(&body);
+    }
+}
