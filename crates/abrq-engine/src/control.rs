@@ -100,6 +100,7 @@ impl Engine {
                 skipped = s.store.set_enabled(stream, destination, on).await?;
                 if let Some(range) = &skipped {
                     d.hwm.fetch_max(range.to_seq, Ordering::AcqRel);
+                    d.durable_hwm.fetch_max(range.to_seq, Ordering::AcqRel);
                     s.events.skipped(&d.labels, range);
                 }
             }

@@ -8,6 +8,7 @@ use abrq_core::{Breaker, Destination, RetryPolicy};
 use tokio::sync::{watch, Notify};
 
 use crate::events::DestLabels;
+use crate::supervise::{Failure, LoopHealth, LoopKind};
 
 /// The operator's switches, mirrored from the store.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,13 +31,31 @@ pub struct DestShared {
     pub switches: watch::Sender<Switches>,
     /// Operator actions (reset, replay) poke this to end a wait early.
     pub wake: Notify,
-    /// Highest seq passed, mirrored from the store for cheap reads.
+    /// Highest seq passed (delivered or dead-lettered), possibly ahead of
+    /// the committed mark while the mark writer catches up.
     pub hwm: AtomicU64,
+    /// The mark as last committed to the store.
+    pub durable_hwm: AtomicU64,
+    /// Delivered marks for the mark writer to commit.
+    pub marks: watch::Sender<u64>,
+    pub drain_health: LoopHealth,
+    pub marks_health: LoopHealth,
 }
 
 impl DestShared {
     pub fn hwm(&self) -> u64 {
         self.hwm.load(Ordering::Acquire)
+    }
+
+    pub fn durable_hwm(&self) -> u64 {
+        self.durable_hwm.load(Ordering::Acquire)
+    }
+
+    /// The failure of this destination's drain loop or mark writer, if any.
+    pub fn task_failure(&self) -> Option<(LoopKind, Failure)> {
+        [&self.drain_health, &self.marks_health]
+            .into_iter()
+            .find_map(|h| h.failure().map(|f| (h.kind, f)))
     }
 
     pub fn switches(&self) -> Switches {

@@ -10,12 +10,13 @@ use std::time::{Duration, Instant};
 
 use abrq_core::breaker::Permit;
 use abrq_core::{Batch, DeliveryError, Disposition, ReasonClass};
+use abrq_state::StoreError;
 use chrono::Utc;
 use rand::SeedableRng;
-use tokio::sync::watch;
 
 use crate::destination::DestShared;
 use crate::stream::StreamShared;
+use crate::supervise::{describe, supervise};
 
 /// What the loop is working on: a spooled batch or an operator's replay.
 enum Work {
@@ -35,54 +36,73 @@ impl Work {
 #[error("attempt timed out after {0:?}")]
 struct AttemptTimeout(Duration);
 
+/// The drain loop of one destination, under its supervisor.
 pub async fn run(stream: Arc<StreamShared>, dest: Arc<DestShared>) {
-    let l = dest.labels.clone();
-    let (delivered, rx) = watch::channel(dest.hwm());
-    let marks = tokio::spawn(write_marks(stream.clone(), dest.clone(), rx));
-    if let Err(e) = drain(&stream, &dest, &delivered).await {
-        tracing::error!(stream = %l.stream, destination = %l.destination, error = %e, "drain loop stopped on a state store error");
-    }
-    // Closing the channel lets the mark writer commit the last mark and end.
-    drop(delivered);
-    if let Err(e) = marks.await {
-        tracing::error!(stream = %l.stream, destination = %l.destination, error = %e, "mark writer failed");
-    }
+    supervise(
+        &dest.drain_health,
+        &stream.events,
+        &stream.cancel,
+        || async { drain(&stream, &dest).await.map_err(|e| describe(&e)) },
+    )
+    .await
+}
+
+/// The mark writer of one destination, under its supervisor.
+pub async fn run_marks(stream: Arc<StreamShared>, dest: Arc<DestShared>) {
+    supervise(&dest.marks_health, &stream.events, &stream.cancel, || {
+        write_marks(&stream, &dest)
+    })
+    .await
 }
 
 /// Commits the high-water mark durably, off the delivery path: the next
 /// batch is delivered while the previous mark's commit is in flight, and
 /// marks that arrive during a commit are coalesced into the next one. A
 /// crash can only lose a mark, never move it early: the batches after the
-/// last committed mark are delivered again (same names, same keys).
-async fn write_marks(
-    stream: Arc<StreamShared>,
-    dest: Arc<DestShared>,
-    mut rx: watch::Receiver<u64>,
-) {
-    let (s, d) = (stream.name.as_str(), dest.labels.destination.as_str());
-    let mut durable = *rx.borrow_and_update();
+/// last committed mark are delivered again (same names, same keys). A
+/// commit that fails is a task failure: the supervisor retries it.
+async fn write_marks(stream: &StreamShared, dest: &DestShared) -> Result<(), String> {
+    let mut rx = dest.marks.subscribe();
     loop {
-        let closed = rx.changed().await.is_err();
         let want = *rx.borrow_and_update();
-        if want > durable {
-            match stream.store.advance(s, d, want).await {
-                Ok(()) => durable = want,
-                Err(e) => {
-                    tracing::error!(stream = s, destination = d, seq = want, error = %e, "cannot commit the high-water mark");
+        commit_mark(stream, dest, want).await?;
+        tokio::select! {
+            // The engine commits the last marks itself once every drain
+            // loop has stopped (see `flush_mark`).
+            _ = stream.cancel.cancelled() => return Ok(()),
+            changed = rx.changed() => {
+                if changed.is_err() {
+                    return Ok(());
                 }
             }
-        }
-        if closed {
-            return;
         }
     }
 }
 
-async fn drain(
-    stream: &StreamShared,
-    dest: &DestShared,
-    delivered: &watch::Sender<u64>,
-) -> Result<(), abrq_state::StoreError> {
+async fn commit_mark(stream: &StreamShared, dest: &DestShared, want: u64) -> Result<(), String> {
+    if want <= dest.durable_hwm() {
+        return Ok(());
+    }
+    let (s, d) = (stream.name.as_str(), dest.labels.destination.as_str());
+    stream
+        .store
+        .advance(s, d, want)
+        .await
+        .map_err(|e| format!("cannot commit high-water mark {want}: {}", describe(&e)))?;
+    dest.durable_hwm.fetch_max(want, Ordering::AcqRel);
+    dest.marks_health.progressed();
+    Ok(())
+}
+
+/// Commits the last delivered mark at shutdown, after the drain loop ended.
+pub async fn flush_mark(stream: &StreamShared, dest: &DestShared) {
+    let want = *dest.marks.borrow();
+    if let Err(e) = commit_mark(stream, dest, want).await {
+        tracing::error!(stream = %stream.name, destination = %dest.labels.destination, error = %e, "last high-water mark not committed; its batches are delivered again after a restart");
+    }
+}
+
+async fn drain(stream: &StreamShared, dest: &DestShared) -> Result<(), StoreError> {
     let store = &stream.store;
     let (s, d) = (stream.name.as_str(), dest.labels.destination.as_str());
     let mut staged = stream.staged.subscribe();
@@ -106,10 +126,8 @@ async fn drain(
         }
         if current.is_none() {
             attempts = 0;
-            current = match store.next_replay(s, d).await? {
-                Some((row, batch)) => Some(Work::Replay { id: row.id, batch }),
-                None => store.next_batch(s, dest.hwm()).await?.map(Work::Spool),
-            };
+            current = next_work(stream, dest).await?;
+            dest.drain_health.progressed();
             if current.is_none() {
                 staged.borrow_and_update();
                 if stream.last_seq() > dest.hwm() {
@@ -173,11 +191,12 @@ async fn drain(
                 match work {
                     Work::Spool(_) => {
                         dest.hwm.fetch_max(meta.seq, Ordering::AcqRel);
-                        delivered.send_replace(meta.seq);
+                        dest.marks.send_replace(meta.seq);
                     }
                     Work::Replay { id, .. } => {
-                        store.finish_replay(*id, Ok(())).await?;
-                        stream.events.replayed(&dest.labels, *id, meta.seq);
+                        if finish_replay(stream, dest, *id, Ok(())).await? {
+                            stream.events.replayed(&dest.labels, *id, meta.seq);
+                        }
                     }
                 }
                 stream.events.delivered(&dest.labels, meta, &report, took);
@@ -245,7 +264,7 @@ async fn dead_letter(
     class: ReasonClass,
     error: &str,
     attempts: u32,
-) -> Result<(), abrq_state::StoreError> {
+) -> Result<(), StoreError> {
     let store = &stream.store;
     match work {
         Work::Spool(batch) => {
@@ -253,6 +272,7 @@ async fn dead_letter(
                 .dead_letter(&dest.labels.destination, &batch, class, error, attempts)
                 .await?;
             dest.hwm.fetch_max(batch.meta.seq, Ordering::AcqRel);
+            dest.durable_hwm.fetch_max(batch.meta.seq, Ordering::AcqRel);
             stream
                 .events
                 .dead_lettered(&dest.labels, batch.meta.seq, class, error);
@@ -262,19 +282,88 @@ async fn dead_letter(
         }
         Work::Replay { id, batch } => {
             // It stays one pending dead letter, with the newer reason.
-            store
-                .finish_replay(id, Err((class, error.to_string())))
-                .await?;
-            tracing::error!(stream = %stream.name, destination = %dest.labels.destination, id, seq = batch.meta.seq, reason_class = %class, "replay failed; dead letter stays pending");
+            if finish_replay(stream, dest, id, Err((class, error.to_string()))).await? {
+                tracing::error!(stream = %stream.name, destination = %dest.labels.destination, id, seq = batch.meta.seq, reason_class = %class, "replay failed; dead letter stays pending");
+            }
         }
     }
     Ok(())
 }
 
-async fn save_breaker(
+/// The next thing to deliver: a requested replay first, else the next
+/// spooled batch. A batch (or a dead letter's copy) that cannot be decoded
+/// is dead-lettered with reason `encoding` for this destination and the
+/// loop goes on: one bad payload never stops a destination.
+async fn next_work(stream: &StreamShared, dest: &DestShared) -> Result<Option<Work>, StoreError> {
+    let store = &stream.store;
+    let (s, d) = (stream.name.as_str(), dest.labels.destination.as_str());
+    loop {
+        match store.next_replay(s, d).await {
+            Ok(Some((row, batch))) => return Ok(Some(Work::Replay { id: row.id, batch })),
+            Ok(None) => {}
+            Err(e @ StoreError::ReplayPayload { id, seq, .. }) => {
+                let error = e.to_string();
+                if finish_replay(
+                    stream,
+                    dest,
+                    id,
+                    Err((ReasonClass::Encoding, error.clone())),
+                )
+                .await?
+                {
+                    tracing::error!(
+                        stream = s,
+                        destination = d,
+                        id,
+                        seq,
+                        error,
+                        "replay cannot decode the dead letter; it stays pending"
+                    );
+                }
+                continue;
+            }
+            Err(e) => return Err(e),
+        }
+        match store.next_batch(s, dest.hwm()).await {
+            Ok(batch) => return Ok(batch.map(Work::Spool)),
+            Err(e @ StoreError::Payload { seq, .. }) => {
+                let error = e.to_string();
+                store.dead_letter_undecodable(s, d, seq, &error).await?;
+                dest.hwm.fetch_max(seq, Ordering::AcqRel);
+                dest.durable_hwm.fetch_max(seq, Ordering::AcqRel);
+                let class = ReasonClass::Encoding;
+                stream
+                    .events
+                    .dead_lettered(&dest.labels, seq, class, &error);
+                stream
+                    .events
+                    .marks(&dest.labels, dest.hwm(), stream.last_seq());
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Ends a replay. False when an operator discarded the dead letter while
+/// its replay ran: the discard stands (and was audited), the loop goes on.
+async fn finish_replay(
     stream: &StreamShared,
     dest: &DestShared,
-) -> Result<(), abrq_state::StoreError> {
+    id: i64,
+    outcome: Result<(), (ReasonClass, String)>,
+) -> Result<bool, StoreError> {
+    let delivered = outcome.is_ok();
+    match stream.store.finish_replay(id, outcome).await {
+        Ok(()) => Ok(true),
+        Err(StoreError::NotPending { state, .. }) => {
+            tracing::warn!(stream = %stream.name, destination = %dest.labels.destination, id, state, delivered, "dead letter was no longer pending when its replay ended");
+            Ok(false)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+async fn save_breaker(stream: &StreamShared, dest: &DestShared) -> Result<(), StoreError> {
     let state = dest.breaker_state();
     stream.events.breaker_changed(&dest.labels, &state);
     stream

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use abrq_core::config::{Config, SourceEngine, StreamConfig};
 use abrq_core::{Breaker, Destination};
 use abrq_state::{DeadLetterState, StateStore};
-use tokio::sync::{watch, Notify};
+use tokio::sync::{watch, Notify, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
@@ -17,6 +17,7 @@ use crate::destination::{DestShared, Switches};
 use crate::events::{DestLabels, Events};
 use crate::metrics::Metrics;
 use crate::stream::StreamShared;
+use crate::supervise::{describe, supervise, Failure, LoopHealth, LoopKind};
 use crate::{drain, gc, source_task};
 
 #[derive(Debug, thiserror::Error)]
@@ -45,6 +46,9 @@ pub struct Engine {
     pub store: Arc<dyn StateStore>,
     cancel: CancellationToken,
     tasks: Mutex<JoinSet<()>>,
+    /// One permit per ingest request being read and staged.
+    ingest_permits: Arc<Semaphore>,
+    max_ingest_requests: usize,
 }
 
 impl Engine {
@@ -76,6 +80,8 @@ impl Engine {
             store,
             cancel,
             tasks: Mutex::new(JoinSet::new()),
+            ingest_permits: Arc::new(Semaphore::new(config.server.max_ingest_requests)),
+            max_ingest_requests: config.server.max_ingest_requests,
         });
         engine.spawn_tasks(config);
         Ok(engine)
@@ -88,20 +94,33 @@ impl Engine {
             let s = self.streams[sc.name.as_str()].clone();
             for d in &s.destinations {
                 tasks.spawn(drain::run(s.clone(), d.clone()));
+                tasks.spawn(drain::run_marks(s.clone(), d.clone()));
             }
             tasks.spawn(gc::run(s.clone(), config.spool.gc_interval.0));
             if matches!(s.source_engine, SourceEngine::File | SourceEngine::Generate) {
                 let src_cfg = sc.source.get_ref().clone();
                 let s2 = s.clone();
                 tasks.spawn(async move {
-                    if let Err(e) = source_task::run(s2.clone(), src_cfg).await {
-                        tracing::error!(stream = %s2.name, error = %e, "source stopped");
-                        *s2.source_error.lock().unwrap_or_else(|p| p.into_inner()) =
-                            Some(e.to_string());
-                    }
+                    let s = &s2;
+                    supervise(&s.source_health, &s.events, &s.cancel, || async {
+                        source_task::run(s.clone(), src_cfg.clone())
+                            .await
+                            .map_err(|e| describe(&e))
+                    })
+                    .await
                 });
             }
         }
+    }
+
+    /// A permit to read and stage one ingest request, or None when
+    /// `server.max_ingest_requests` are in flight already.
+    pub fn ingest_permit(&self) -> Option<OwnedSemaphorePermit> {
+        self.ingest_permits.clone().try_acquire_owned().ok()
+    }
+
+    pub fn max_ingest_requests(&self) -> usize {
+        self.max_ingest_requests
     }
 
     pub fn stream(&self, name: &str) -> Option<Arc<StreamShared>> {
@@ -112,12 +131,31 @@ impl Engine {
         self.streams.values()
     }
 
-    /// The first stream whose source failed, and why.
+    /// The first stream whose source is failing, and why.
     pub fn failure(&self) -> Option<String> {
         self.streams.values().find_map(|s| {
-            let err = s.source_error.lock().unwrap_or_else(|p| p.into_inner());
-            err.as_ref().map(|e| format!("stream {}: {e}", s.name))
+            s.source_health
+                .failure()
+                .map(|f| format!("stream {}: {}", s.name, f.error))
         })
+    }
+
+    /// Every supervised task that is failing now: what `/readyz` reports.
+    pub fn failing_tasks(&self) -> Vec<(String, Failure)> {
+        let mut out = Vec::new();
+        for s in self.streams.values() {
+            let mut healths = vec![&s.source_health, &s.gc_health];
+            for d in &s.destinations {
+                healths.push(&d.drain_health);
+                healths.push(&d.marks_health);
+            }
+            for h in healths {
+                if let Some(f) = h.failure() {
+                    out.push((h.describe(), f));
+                }
+            }
+        }
+        out
     }
 
     pub fn cancel_token(&self) -> CancellationToken {
@@ -152,13 +190,19 @@ impl Engine {
         }
     }
 
-    /// Stops sources and drain loops; in-flight attempts finish or time out.
+    /// Stops sources and drain loops; in-flight attempts finish or time
+    /// out; then the last delivered marks are committed.
     pub async fn shutdown(&self) {
         self.cancel.cancel();
         let mut tasks = std::mem::take(&mut *self.tasks.lock().unwrap_or_else(|p| p.into_inner()));
         while let Some(r) = tasks.join_next().await {
             if let Err(e) = r {
                 tracing::error!(error = %e, "task ended abnormally");
+            }
+        }
+        for s in self.streams.values() {
+            for d in &s.destinations {
+                drain::flush_mark(s, d).await;
             }
         }
     }
@@ -224,6 +268,11 @@ async fn register_stream(
             enabled: drow.enabled,
             paused: drow.paused,
         });
+        let drain_health = LoopHealth::new(name, dname, LoopKind::Drain);
+        let marks_health = LoopHealth::new(name, dname, LoopKind::Marks);
+        events.register_task(&drain_health);
+        events.register_task(&marks_health);
+        let (marks, _) = watch::channel(drow.high_water_mark);
         destinations.push(Arc::new(DestShared {
             labels,
             destination: dest,
@@ -235,8 +284,16 @@ async fn register_stream(
             switches,
             wake: Notify::new(),
             hwm: AtomicU64::new(drow.high_water_mark),
+            durable_hwm: AtomicU64::new(drow.high_water_mark),
+            marks,
+            drain_health,
+            marks_health,
         }));
     }
+    let source_health = LoopHealth::new(name, "", LoopKind::Source);
+    let gc_health = LoopHealth::new(name, "", LoopKind::Gc);
+    events.register_task(&source_health);
+    events.register_task(&gc_health);
     let (staged, _) = watch::channel(row.last_seq);
     let (source_done, _) = watch::channel(false);
     events
@@ -258,7 +315,9 @@ async fn register_stream(
         spool_freed: Notify::new(),
         source_paused: AtomicBool::new(false),
         source_done,
-        source_error: Mutex::new(None),
+        source_health,
+        gc_health,
+        idempotency_window: config.server.idempotency_window.0,
         destinations,
         cancel,
     }))

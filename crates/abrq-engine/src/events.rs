@@ -213,6 +213,21 @@ impl Events {
             .inc_by(range.batches());
     }
 
+    pub fn task_failed(&self, h: &crate::supervise::LoopHealth, error: &str, restart_in: Duration) {
+        tracing::error!(stream = %h.stream, destination = %h.destination, task = h.kind.as_str(), error, restart_in = ?restart_in, "task failed; restarting");
+        self.metrics
+            .loop_restarts
+            .with_label_values(&[&h.stream, &h.destination, h.kind.as_str()])
+            .inc();
+    }
+
+    /// Creates a task's restart series at zero.
+    pub fn register_task(&self, h: &crate::supervise::LoopHealth) {
+        self.metrics
+            .loop_restarts
+            .with_label_values(&[&h.stream, &h.destination, h.kind.as_str()]);
+    }
+
     pub fn marks(&self, l: &DestLabels, hwm: u64, last_seq: u64) {
         let m = &self.metrics;
         m.high_water_mark.with_label_values(&l.d()).set(hwm as i64);

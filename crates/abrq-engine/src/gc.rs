@@ -3,22 +3,56 @@
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::stream::StreamShared;
+use crate::supervise::{describe, supervise};
+
+/// How often expired ingest request keys are deleted.
+const EXPIRE_EVERY: Duration = Duration::from_secs(60);
 
 pub async fn run(stream: Arc<StreamShared>, every: Duration) {
+    supervise(&stream.gc_health, &stream.events, &stream.cancel, || {
+        collect_every(&stream, every)
+    })
+    .await
+}
+
+async fn collect_every(stream: &StreamShared, every: Duration) -> Result<(), String> {
     let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut expired_at: Option<Instant> = None;
     loop {
         tokio::select! {
-            _ = stream.cancel.cancelled() => return,
+            _ = stream.cancel.cancelled() => return Ok(()),
             _ = tick.tick() => {}
         }
-        if let Err(e) = collect(&stream).await {
-            tracing::error!(stream = %stream.name, error = %e, "spool gc failed");
+        collect(stream)
+            .await
+            .map_err(|e| format!("spool gc: {}", describe(&e)))?;
+        // A short window (a test's) is honoured within half of it.
+        let every = EXPIRE_EVERY.min(stream.idempotency_window / 2);
+        if expired_at.is_none_or(|t| t.elapsed() >= every) {
+            expire_request_keys(stream)
+                .await
+                .map_err(|e| format!("expiring ingest request keys: {}", describe(&e)))?;
+            expired_at = Some(Instant::now());
         }
+        stream.gc_health.progressed();
     }
+}
+
+async fn expire_request_keys(stream: &StreamShared) -> Result<(), abrq_state::StoreError> {
+    let window =
+        chrono::Duration::from_std(stream.idempotency_window).unwrap_or(chrono::Duration::MAX);
+    let before = chrono::Utc::now()
+        .checked_sub_signed(window)
+        .unwrap_or(chrono::DateTime::<chrono::Utc>::MIN_UTC);
+    let n = stream.store.expire_request_keys(before).await?;
+    if n > 0 {
+        tracing::debug!(stream = %stream.name, expired = n, "ingest request keys expired");
+    }
+    Ok(())
 }
 
 pub async fn collect(stream: &StreamShared) -> Result<u64, abrq_state::StoreError> {

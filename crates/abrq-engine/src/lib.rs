@@ -1,6 +1,7 @@
 //! The stream runner: staging with backpressure, one drain loop per
 //! destination, spool GC, operator actions and status.
 
+pub mod batcher;
 pub mod control;
 pub mod destination;
 pub mod drain;
@@ -12,6 +13,7 @@ pub mod metrics;
 pub mod source_task;
 pub mod status;
 pub mod stream;
+pub mod supervise;
 
 pub use control::{ControlError, Switch};
 pub use engine::{DestinationFactory, Engine, StartError};

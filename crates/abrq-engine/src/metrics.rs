@@ -32,6 +32,7 @@ pub struct Metrics {
     pub skipped_batches: IntCounterVec,
     pub ignored_instructions: IntCounterVec,
     pub dropped: IntCounterVec,
+    pub loop_restarts: IntCounterVec,
 }
 
 fn with(base: &[&'static str], extra: &'static str) -> Vec<&'static str> {
@@ -163,6 +164,11 @@ impl Metrics {
                 "abrq_stream_fanout_dropped_total",
                 "Values and rows dropped by a schema drift policy",
                 &with(D, "what"),
+            ),
+            loop_restarts: counter(
+                "abrq_stream_loop_restarts_total",
+                "Restarts of a supervised task after an error or a panic",
+                &["stream", "destination", "loop"],
             ),
             registry,
         }

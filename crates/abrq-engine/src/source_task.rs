@@ -22,6 +22,8 @@ pub enum SourceTaskError {
     Stage(#[from] StageError),
     #[error(transparent)]
     Store(#[from] abrq_state::StoreError),
+    #[error("cannot encode a batch for the spool: {0}")]
+    Encode(#[from] serde_json::Error),
     #[error("source reader task failed: {0}")]
     Join(#[from] tokio::task::JoinError),
 }
@@ -83,6 +85,7 @@ async fn pump<S: ReadChunk>(
         .await?;
         source = Some(src);
         let chunk = read?;
+        stream.source_health.progressed();
         let at_end = chunk.at_end;
         if !chunk.is_empty() && first_at.is_none() {
             first_at = Some(Instant::now());
@@ -101,11 +104,7 @@ async fn pump<S: ReadChunk>(
             first_at = None;
             stream
                 .stage_waiting(
-                    vec![NewBatch {
-                        items: batch.items,
-                        records: batch.records,
-                        bytes: batch.bytes,
-                    }],
+                    vec![NewBatch::from_items(&batch.items, batch.bytes)?],
                     batch.cursor,
                 )
                 .await?;

@@ -3,10 +3,29 @@
 
 use abrq_core::BreakerState;
 use abrq_state::{DeadLetterState, SkippedRange, SpoolStats, StoreError};
+use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use crate::engine::Engine;
 use crate::stream::StreamShared;
+use crate::supervise::{Failure, LoopKind};
+
+fn destination_state(row: &abrq_state::DestinationRow, task_failing: bool) -> &'static str {
+    if !row.enabled {
+        "disabled"
+    } else if row.paused {
+        "paused"
+    } else if task_failing {
+        "failing"
+    } else {
+        match row.breaker {
+            BreakerState::Open { .. } => "breaker_open",
+            BreakerState::HalfOpen => "retrying",
+            BreakerState::Closed { failures } if failures > 0 => "retrying",
+            BreakerState::Closed { .. } => "draining",
+        }
+    }
+}
 
 #[derive(Debug, Clone, Serialize)]
 pub struct StreamStatus {
@@ -20,18 +39,42 @@ pub struct StreamStatus {
 #[derive(Debug, Clone, Serialize)]
 pub struct SourceStatus {
     pub engine: String,
+    /// `running`, `paused` (backpressure), `done` or `failing`.
+    pub state: &'static str,
     /// Backpressure holds the source while the spool is full.
     pub paused: bool,
     /// A finite source has staged everything it had.
     pub done: bool,
-    /// Why the source stopped, if it failed; fix the input and restart.
+    /// Why the source is failing, if it is; it is retried with backoff, so
+    /// fixing the input (or the file's permissions, ...) is enough.
     pub error: Option<String>,
+    pub failing_since: Option<DateTime<Utc>>,
+    /// Source task restarts over the process's life.
+    pub restarts: u64,
+    /// The spool GC's failure, if it is failing.
+    pub gc_failure: Option<Failure>,
+}
+
+/// A destination task's failure, with which task it is.
+#[derive(Debug, Clone, Serialize)]
+pub struct TaskFailure {
+    pub task: LoopKind,
+    #[serde(flatten)]
+    pub failure: Failure,
 }
 
 #[derive(Debug, Clone, Serialize)]
 pub struct DestinationStatus {
     pub name: String,
     pub kind: String,
+    /// `disabled`, `paused`, `failing` (its drain loop or mark writer is
+    /// failing and restarting), `breaker_open`, `retrying` (the last
+    /// attempts failed) or `draining`.
+    pub state: &'static str,
+    /// Why its drain loop or mark writer is failing, since when.
+    pub task_failure: Option<TaskFailure>,
+    /// Drain loop and mark writer restarts over the process's life.
+    pub restarts: u64,
     pub enabled: bool,
     pub paused: bool,
     pub high_water_mark: u64,
@@ -76,7 +119,18 @@ impl Engine {
                         .get()
                 })
                 .sum();
+            let live = s.destination(&row.name);
+            let task_failure = live
+                .and_then(|d| d.task_failure())
+                .map(|(task, failure)| TaskFailure { task, failure });
+            let restarts = live
+                .map(|d| d.drain_health.restarts() + d.marks_health.restarts())
+                .unwrap_or(0);
+            let state = destination_state(&row, task_failure.is_some());
             destinations.push(DestinationStatus {
+                state,
+                task_failure,
+                restarts,
                 backlog: spool.last_seq.saturating_sub(row.high_water_mark),
                 skipped_batches: skipped_ranges.iter().map(SkippedRange::batches).sum(),
                 skipped_ranges,
@@ -94,18 +148,27 @@ impl Engine {
                 last_error: row.last_error,
             });
         }
+        let failure = s.source_health.failure();
+        let paused = s.source_paused.load(std::sync::atomic::Ordering::Relaxed);
+        let done = *s.source_done.borrow();
+        let state = match (&failure, done, paused) {
+            (Some(_), _, _) => "failing",
+            (None, true, _) => "done",
+            (None, false, true) => "paused",
+            (None, false, false) => "running",
+        };
         Ok(StreamStatus {
             name: s.name.clone(),
             uuid: s.uuid.to_string(),
             source: SourceStatus {
                 engine: format!("{:?}", s.source_engine).to_lowercase(),
-                paused: s.source_paused.load(std::sync::atomic::Ordering::Relaxed),
-                done: *s.source_done.borrow(),
-                error: s
-                    .source_error
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .clone(),
+                state,
+                paused,
+                done,
+                error: failure.as_ref().map(|f| f.error.clone()),
+                failing_since: failure.as_ref().map(|f| f.since),
+                restarts: s.source_health.restarts(),
+                gc_failure: s.gc_health.failure(),
             },
             spool,
             destinations,

@@ -6,13 +6,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use abrq_core::config::{BatchConfig, SourceConfig, SourceEngine};
-use abrq_state::{NewBatch, StageOutcome, StateStore, StoreError};
+use abrq_state::{NewBatch, RequestKey, StageOutcome, StateStore, StoreError};
 use tokio::sync::{watch, Notify};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use crate::destination::DestShared;
 use crate::events::Events;
+use crate::supervise::LoopHealth;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StageError {
@@ -42,8 +43,11 @@ pub struct StreamShared {
     pub source_paused: AtomicBool,
     /// True once a finite source has staged everything it had.
     pub source_done: watch::Sender<bool>,
-    /// Why the source stopped, when it failed (shown in status).
-    pub source_error: std::sync::Mutex<Option<String>>,
+    /// The source task's health: failing while it cannot read or stage.
+    pub source_health: LoopHealth,
+    pub gc_health: LoopHealth,
+    /// How long an ingest Idempotency-Key is remembered.
+    pub idempotency_window: Duration,
     pub destinations: Vec<Arc<DestShared>>,
     pub cancel: CancellationToken,
 }
@@ -88,7 +92,7 @@ impl StreamShared {
     pub async fn stage_request(
         &self,
         batches: Vec<NewBatch>,
-        request_key: Option<&str>,
+        request_key: Option<RequestKey<'_>>,
     ) -> Result<StageOutcome, StageError> {
         if self.spool_full() {
             return Err(StageError::SpoolFull {
@@ -103,7 +107,7 @@ impl StreamShared {
         &self,
         batches: Vec<NewBatch>,
         cursor: Option<String>,
-        request_key: Option<&str>,
+        request_key: Option<RequestKey<'_>>,
     ) -> Result<StageOutcome, StageError> {
         let records: u64 = batches.iter().map(|b| b.records).sum();
         let bytes: u64 = batches.iter().map(|b| b.bytes).sum();
@@ -127,36 +131,4 @@ impl StreamShared {
             self.events.source_paused(&self.name, paused);
         }
     }
-}
-
-/// Splits items into batches by the stream's limits, in order.
-pub fn split_batches(items: Vec<(abrq_core::Item, u64)>, limits: &BatchConfig) -> Vec<NewBatch> {
-    let mut out = Vec::new();
-    let mut cur = NewBatch {
-        items: Vec::new(),
-        records: 0,
-        bytes: 0,
-    };
-    for (item, size) in items {
-        let full = cur.records >= limits.max_records || cur.bytes + size > limits.max_bytes.0;
-        if full && !cur.items.is_empty() {
-            out.push(std::mem::replace(
-                &mut cur,
-                NewBatch {
-                    items: Vec::new(),
-                    records: 0,
-                    bytes: 0,
-                },
-            ));
-        }
-        if item.as_record().is_some() {
-            cur.records += 1;
-        }
-        cur.bytes += size;
-        cur.items.push(item);
-    }
-    if !cur.items.is_empty() {
-        out.push(cur);
-    }
-    out
 }

@@ -117,7 +117,7 @@ async fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
 async fn ingest(r: &Rig, n: usize) {
     for i in 0..n {
         r.engine
-            .ingest("s", format!("{{\"i\":{i}}}").as_bytes(), None)
+            .ingest("s", format!("{{\"i\":{i}}}").into(), None)
             .await
             .unwrap();
     }

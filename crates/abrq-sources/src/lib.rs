@@ -10,7 +10,7 @@ pub mod ingest;
 pub use chunk::{Chunk, Limits};
 pub use file::{FileSource, SourceError};
 pub use generate::GenerateSource;
-pub use ingest::{parse_body, IngestError};
+pub use ingest::{for_each_record, parse_body, IngestError};
 
 /// A source read in chunks on a blocking thread.
 pub trait ReadChunk: Send + 'static {

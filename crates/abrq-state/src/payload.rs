@@ -1,16 +1,28 @@
-//! The spool's payload format: one JSON document per item, each ending in a
-//! newline (NDJSON). JSON escapes newlines inside strings, so a raw `\n` only
-//! ever separates items, and a serde_json error's line number is the 1-based
-//! index of the offending item.
+//! The spool's payload format: one line per item, each ending in a newline.
+//! JSON escapes newlines inside strings, so a raw `\n` only ever separates
+//! items, and an error's line number is the 1-based index of the item.
 //!
-//! The items use [`Item`]'s own serde form (`{"kind":"record",...}`), so
-//! the spool format follows abrq-core without a second definition to keep in
-//! step. (A hand-written flat decoder measured within noise of the derived
-//! one: the cost is in building the field maps, not in the tag.)
+//! A line is one tag byte and then JSON (format 2):
+//!
+//! | line          | item                     |
+//! |---------------|--------------------------|
+//! | `I{fields}`   | insert record            |
+//! | `U{fields}`   | update record            |
+//! | `D{fields}`   | delete record            |
+//! | `T`           | truncate instruction     |
+//! | `S{columns}`  | schema instruction       |
+//!
+//! A record's fields are written as the object they are, not wrapped in
+//! another one, so a payload nests exactly as deep as the records it holds:
+//! whatever serde_json parsed at the source, it parses again here (its
+//! recursion limit applies to both alike). Lines that start with `{` are the
+//! first format ([`Item`]'s own serde form, `{"kind":"record",...}`), which
+//! spools written by earlier versions still hold; they decode as before.
 
 use std::io;
 
-use abrq_core::Item;
+use abrq_core::{Item, Op, Record};
+use serde_json::{Map, Value};
 
 use crate::store::{StoreError, StoreResult};
 
@@ -24,9 +36,26 @@ pub fn encode(items: &[Item]) -> Result<Vec<u8>, serde_json::Error> {
 /// Appends the encoded items to `out` (lets a caller reuse one buffer).
 pub fn encode_into(out: &mut Vec<u8>, items: &[Item]) -> Result<(), serde_json::Error> {
     for item in items {
-        serde_json::to_writer(&mut *out, item)?;
-        out.push(b'\n');
+        write_item(&mut *out, item)?;
     }
+    Ok(())
+}
+
+/// Appends one encoded item, newline included.
+pub fn encode_item(out: &mut Vec<u8>, item: &Item) -> Result<(), serde_json::Error> {
+    write_item(out, item)
+}
+
+/// Appends one insert, update or delete record given as its parts, without
+/// building an [`Item`] (HTTP ingest encodes straight from the parsed map).
+pub fn encode_record(
+    out: &mut Vec<u8>,
+    op: Op,
+    fields: &Map<String, Value>,
+) -> Result<(), serde_json::Error> {
+    out.push(op_tag(op));
+    serde_json::to_writer(&mut *out, fields)?;
+    out.push(b'\n');
     Ok(())
 }
 
@@ -34,18 +63,89 @@ pub fn encode_into(out: &mut Vec<u8>, items: &[Item]) -> Result<(), serde_json::
 /// building the encoding. Sources use it to close a batch at `max_bytes`.
 pub fn encoded_len(item: &Item) -> Result<u64, serde_json::Error> {
     let mut counter = ByteCounter(0);
-    serde_json::to_writer(&mut counter, item)?;
-    Ok(counter.0 + 1)
+    write_item(&mut counter, item)?;
+    Ok(counter.0)
+}
+
+fn op_tag(op: Op) -> u8 {
+    match op {
+        Op::Insert => b'I',
+        Op::Update => b'U',
+        Op::Delete => b'D',
+    }
+}
+
+fn write_item<W: io::Write>(mut w: W, item: &Item) -> Result<(), serde_json::Error> {
+    let io_err = serde_json::Error::io;
+    match item {
+        Item::Record(r) => {
+            w.write_all(&[op_tag(r.op)]).map_err(io_err)?;
+            serde_json::to_writer(&mut w, &r.fields)?;
+        }
+        Item::Truncate => w.write_all(b"T").map_err(io_err)?,
+        Item::Schema { columns } => {
+            w.write_all(b"S").map_err(io_err)?;
+            serde_json::to_writer(&mut w, columns)?;
+        }
+    }
+    w.write_all(b"\n").map_err(io_err)
+}
+
+/// Why one line of a payload cannot be read back.
+#[derive(Debug, thiserror::Error)]
+pub enum LineError {
+    #[error("line {line}: {source}")]
+    Json {
+        line: usize,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("line {line}: unknown item tag {tag:?}")]
+    Tag { line: usize, tag: char },
 }
 
 /// Decodes a spooled payload; `seq` only names the batch in the error.
 /// Blank lines and a missing final newline are tolerated.
 pub fn decode(seq: u64, bytes: &[u8]) -> StoreResult<Vec<Item>> {
-    let payload_err = |source| StoreError::Payload { seq, source };
+    decode_lines(bytes).map_err(|source| StoreError::Payload { seq, source })
+}
+
+/// Decodes a payload, naming the line that fails.
+pub fn decode_lines(bytes: &[u8]) -> Result<Vec<Item>, LineError> {
     let lines = bytes.iter().filter(|&&b| b == b'\n').count();
     let mut items = Vec::with_capacity(lines + 1);
-    for item in serde_json::Deserializer::from_slice(bytes).into_iter::<Item>() {
-        items.push(item.map_err(payload_err)?);
+    for (i, line) in bytes.split(|&b| b == b'\n').enumerate() {
+        let line_no = i + 1;
+        let json = |source| LineError::Json {
+            line: line_no,
+            source,
+        };
+        let Some((&tag, rest)) = line.split_first() else {
+            continue;
+        };
+        let record = |op| {
+            serde_json::from_slice::<Map<String, Value>>(rest)
+                .map(|fields| Item::Record(Record { op, fields }))
+                .map_err(json)
+        };
+        let item = match tag {
+            b'I' => record(Op::Insert)?,
+            b'U' => record(Op::Update)?,
+            b'D' => record(Op::Delete)?,
+            b'T' if rest.iter().all(u8::is_ascii_whitespace) => Item::Truncate,
+            b'S' => Item::Schema {
+                columns: serde_json::from_slice(rest).map_err(json)?,
+            },
+            b'{' => serde_json::from_slice::<Item>(line).map_err(json)?,
+            b' ' | b'\t' | b'\r' if line.iter().all(u8::is_ascii_whitespace) => continue,
+            other => {
+                return Err(LineError::Tag {
+                    line: line_no,
+                    tag: char::from(other),
+                })
+            }
+        };
+        items.push(item);
     }
     Ok(items)
 }
@@ -104,12 +204,37 @@ mod tests {
     }
 
     #[test]
-    fn matches_the_items_own_serde_form() {
+    fn reads_the_first_format_too() {
+        // What spools written before format 2 hold: Item's serde form.
+        let mut old = Vec::new();
         for item in sample() {
-            let line = serde_json::to_string(&item).unwrap();
-            let back: Item = serde_json::from_str(&line).unwrap();
-            assert_eq!(decode(1, line.as_bytes()).unwrap(), vec![back]);
+            serde_json::to_writer(&mut old, &item).unwrap();
+            old.push(b'\n');
         }
+        assert_eq!(decode(1, &old).unwrap(), sample());
+    }
+
+    #[test]
+    fn a_record_nests_no_deeper_than_it_came() {
+        // The deepest object serde_json parses is the deepest the spool
+        // decodes: nothing wraps the record.
+        let mut deepest = 0;
+        for depth in 1..200 {
+            let text = format!(
+                "{}{}",
+                "{\"a\":".repeat(depth),
+                "1".to_owned() + &"}".repeat(depth)
+            );
+            match serde_json::from_str::<Value>(&text) {
+                Ok(Value::Object(m)) => {
+                    deepest = depth;
+                    let items = vec![Item::Record(Record::insert(m))];
+                    assert_eq!(decode(1, &encode(&items).unwrap()).unwrap(), items);
+                }
+                _ => break,
+            }
+        }
+        assert!(deepest >= 100, "{deepest}");
     }
 
     #[test]
@@ -120,8 +245,21 @@ mod tests {
     }
 
     #[test]
+    fn encode_record_matches_encode_item() {
+        let fields = obj(json!({"id": 7, "x": [1, {"y": null}]}));
+        let mut a = Vec::new();
+        encode_record(&mut a, Op::Update, &fields).unwrap();
+        let b = encode(&[Item::Record(Record {
+            op: Op::Update,
+            fields,
+        })])
+        .unwrap();
+        assert_eq!(a, b);
+    }
+
+    #[test]
     fn tolerates_blank_lines_and_missing_final_newline() {
-        let bytes = b"\n{\"kind\":\"truncate\"}\n\n{\"kind\":\"record\",\"fields\":{\"a\":1}}";
+        let bytes = b"\nT\n\nI{\"a\":1}";
         let items = decode(1, bytes).unwrap();
         assert_eq!(items.len(), 2);
         assert_eq!(items[0], Item::Truncate);
@@ -130,17 +268,20 @@ mod tests {
 
     #[test]
     fn errors_name_the_seq_and_the_item_line() {
-        let bytes = b"{\"kind\":\"truncate\"}\n{\"kind\":\"record\"}\n";
+        let bytes = b"T\n{\"kind\":\"record\"}\n";
         let err = decode(7, bytes).unwrap_err();
         assert!(matches!(err, StoreError::Payload { seq: 7, .. }), "{err}");
         let msg = err.to_string();
         assert!(msg.contains("seq 7") && msg.contains("fields"), "{msg}");
 
         let torn = encode(&sample()).unwrap();
-        let err = decode(3, &torn[..torn.len() - 5]).unwrap_err();
+        let err = decode(3, &torn[..torn.len() - 3]).unwrap_err();
         assert!(err.to_string().contains("line 6"), "{err}");
 
-        let err = decode(3, b"{\"kind\":\"nope\"}").unwrap_err();
-        assert!(err.to_string().contains("nope"), "{err}");
+        let err = decode(3, b"T\nX{}").unwrap_err();
+        assert!(
+            err.to_string().contains("line 2") && err.to_string().contains('X'),
+            "{err}"
+        );
     }
 }

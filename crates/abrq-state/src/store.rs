@@ -16,11 +16,20 @@ pub enum StoreError {
     UnknownDeadLetter(i64),
     #[error("dead letter {id} is {state}, not pending")]
     NotPending { id: i64, state: &'static str },
-    #[error("corrupt spool payload for seq {seq}: {source}")]
+    #[error("spool payload of seq {seq} cannot be decoded: {source}")]
     Payload {
         seq: u64,
         #[source]
-        source: serde_json::Error,
+        source: crate::payload::LineError,
+    },
+    /// A dead letter picked for replay whose copy of the batch cannot be
+    /// decoded: the replay fails with reason `encoding`, by its id.
+    #[error("dead letter {id} (seq {seq}) cannot be decoded: {source}")]
+    ReplayPayload {
+        id: i64,
+        seq: u64,
+        #[source]
+        source: crate::payload::LineError,
     },
     #[error(transparent)]
     Backend(#[from] anyhow::Error),
@@ -53,14 +62,19 @@ pub trait StateStore: Send + Sync + 'static {
 
     /// Stages `batches` (seq gapless from last_seq+1) and sets the cursor,
     /// all in ONE durable transaction. With `request_key` already seen for
-    /// this stream, stages nothing and returns `Duplicate`.
+    /// this stream, stages nothing and returns `Duplicate` (same digest) or
+    /// `Conflict` (another digest).
     async fn stage(
         &self,
         stream: &str,
         batches: Vec<NewBatch>,
         cursor: Option<String>,
-        request_key: Option<&str>,
+        request_key: Option<RequestKey<'_>>,
     ) -> StoreResult<StageOutcome>;
+
+    /// Forgets request keys staged before `before`, of every stream; a
+    /// request retried after that stages again. Returns how many.
+    async fn expire_request_keys(&self, before: chrono::DateTime<chrono::Utc>) -> StoreResult<u64>;
 
     /// The lowest spooled batch with seq > `after`.
     async fn next_batch(&self, stream: &str, after: u64) -> StoreResult<Option<Batch>>;
@@ -118,6 +132,18 @@ pub trait StateStore: Send + Sync + 'static {
         reason: ReasonClass,
         error: &str,
         attempts: u32,
+    ) -> StoreResult<i64>;
+
+    /// Dead-letters spooled batch `seq`, whose payload cannot be decoded,
+    /// with reason `encoding`: its bytes are copied as they are (an
+    /// operator can still read or discard them) and the destination's mark
+    /// moves past it, in one transaction, as with `dead_letter`.
+    async fn dead_letter_undecodable(
+        &self,
+        stream: &str,
+        destination: &str,
+        seq: u64,
+        error: &str,
     ) -> StoreResult<i64>;
 
     async fn dead_letters(

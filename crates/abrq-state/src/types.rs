@@ -13,12 +13,40 @@ pub struct StreamRow {
     pub last_seq: u64,
 }
 
-/// A batch about to be staged; the store assigns seq, key and staged_at.
+/// A batch about to be staged, already encoded for the spool (see
+/// [`crate::payload`]); the store assigns seq, key and staged_at. Encoding
+/// happens at the source, so a large request is held once, as its payloads,
+/// and never as parsed values and payloads at once.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NewBatch {
-    pub items: Vec<abrq_core::Item>,
+    pub payload: Vec<u8>,
+    /// Records among the items (instructions are not records).
     pub records: u64,
+    /// Source bytes the batch stands for: what `max_bytes` and spool
+    /// backpressure count.
     pub bytes: u64,
+}
+
+impl NewBatch {
+    /// Encodes `items`; `bytes` is their size as read at the source.
+    pub fn from_items(
+        items: &[abrq_core::Item],
+        bytes: u64,
+    ) -> Result<NewBatch, serde_json::Error> {
+        Ok(NewBatch {
+            payload: crate::payload::encode(items)?,
+            records: items.iter().filter(|i| i.as_record().is_some()).count() as u64,
+            bytes,
+        })
+    }
+}
+
+/// An ingest request's Idempotency-Key and a digest of its body: a retry
+/// carries both unchanged; the same key with another body is a conflict.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RequestKey<'a> {
+    pub key: &'a str,
+    pub digest: &'a str,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -31,6 +59,9 @@ pub enum StageOutcome {
         first_seq: Option<u64>,
         last_seq: Option<u64>,
     },
+    /// The request key was seen before with a different body: nothing was
+    /// staged, and the client must not take the first answer for this one.
+    Conflict,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]

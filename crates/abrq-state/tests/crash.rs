@@ -44,11 +44,7 @@ async fn crash_child() {
     loop {
         seq += 1;
         let items: Vec<Item> = (0..RECORDS).map(|i| record(seq, i)).collect();
-        let batch = NewBatch {
-            items,
-            records: RECORDS,
-            bytes: 0,
-        };
+        let batch = NewBatch::from_items(&items, 0).expect("encodable items");
         let outcome = store
             .stage(STREAM, vec![batch], Some(cursor_for(seq)), None)
             .await

@@ -53,7 +53,7 @@ async fn reads_do_not_wait_for_a_writer() {
     let store = SqliteStore::open(&path).expect("open");
     store.register_stream("s").await.expect("register");
     let batch = abrq_state::NewBatch {
-        items: vec![],
+        payload: vec![],
         records: 0,
         bytes: 0,
     };

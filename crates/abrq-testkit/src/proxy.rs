@@ -1,10 +1,12 @@
 //! A loopback TCP proxy a test controls, for outage tests: put it between
 //! a client and a service, then [`Proxy::cut`] the link (open connections
 //! closed, the port refusing new ones) and [`Proxy::restore`] it.
+//! [`Proxy::stall`] makes the service hang instead.
 //! [`Proxy::bind_tls`] makes one that terminates TLS, like stunnel, for a
 //! service that cannot serve TLS itself.
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use std::path::Path;
@@ -22,6 +24,7 @@ pub struct Proxy {
     tls: Option<TlsAcceptor>,
     listener: Mutex<Option<AbortHandle>>,
     pipes: Arc<Mutex<Vec<AbortHandle>>>,
+    stalled: Arc<AtomicBool>,
 }
 
 impl Proxy {
@@ -68,6 +71,7 @@ impl Proxy {
             tls,
             listener: Mutex::new(None),
             pipes: Arc::default(),
+            stalled: Arc::default(),
         };
         proxy.serve(listener);
         proxy
@@ -96,6 +100,19 @@ impl Proxy {
         self.drop_connections();
     }
 
+    /// A service that hangs: open connections are closed, new ones are
+    /// accepted and then never answered, until [`Proxy::unstall`].
+    pub fn stall(&self) {
+        self.stalled.store(true, Ordering::SeqCst);
+        self.drop_connections();
+    }
+
+    /// Forwards again; the connections held while stalled are closed.
+    pub fn unstall(&self) {
+        self.stalled.store(false, Ordering::SeqCst);
+        self.drop_connections();
+    }
+
     /// Listens on the same port again.
     pub fn restore(&self) {
         self.serve(listen(self.addr));
@@ -105,11 +122,24 @@ impl Proxy {
         let pipes = self.pipes.clone();
         let target = self.target.clone();
         let tls = self.tls.clone();
+        let stalled = self.stalled.clone();
         let task = tokio::spawn(async move {
             loop {
                 let Ok((mut client, _)) = listener.accept().await else {
                     continue;
                 };
+                if stalled.load(Ordering::SeqCst) {
+                    // Held open, never read: the client waits for ever.
+                    let hold = tokio::spawn(async move {
+                        let _client = client;
+                        std::future::pending::<()>().await
+                    });
+                    pipes
+                        .lock()
+                        .expect("not poisoned")
+                        .push(hold.abort_handle());
+                    continue;
+                }
                 let target = target.lock().expect("not poisoned").clone();
                 let tls = tls.clone();
                 let pipe = tokio::spawn(async move {

@@ -37,6 +37,13 @@ pub struct ServerConfig {
     #[serde(default = "default_listen")]
     pub listen: Text,
     pub admin_token: Option<Secret>,
+    /// Ingest requests staged at once; more are answered 503 + Retry-After,
+    /// so a burst of large bodies cannot exhaust memory.
+    #[serde(default = "default_max_ingest_requests")]
+    pub max_ingest_requests: usize,
+    /// How long an ingest Idempotency-Key is remembered.
+    #[serde(default = "default_idempotency_window")]
+    pub idempotency_window: Dur,
     /// A new connection must send a whole request head within this long; so must a request once its first
     /// byte arrives on a kept-alive connection.
     #[serde(default = "default_header_timeout")]
@@ -57,12 +64,22 @@ impl Default for ServerConfig {
         ServerConfig {
             listen: default_listen(),
             admin_token: None,
+            max_ingest_requests: default_max_ingest_requests(),
+            idempotency_window: default_idempotency_window(),
             header_timeout: default_header_timeout(),
             idle_timeout: default_idle_timeout(),
             body_timeout: default_body_timeout(),
             max_connections: default_max_connections(),
         }
     }
+}
+
+fn default_max_ingest_requests() -> usize {
+    4
+}
+
+fn default_idempotency_window() -> Dur {
+    Dur(std::time::Duration::from_secs(24 * 3600))
 }
 
 fn default_header_timeout() -> Dur {

@@ -4,9 +4,9 @@ use abrq_core::{BreakerState, ReasonClass};
 use chrono::{DateTime, Utc};
 use serde_json::json;
 
-use super::{batches, mixed_batch, setup, stage_n, Opener};
+use super::{batches, items_of, mixed_batch, req, setup, stage_n, Opener};
 use crate::store::{StateStore, StoreError};
-use crate::types::{DeadLetterState, NewAudit, StageOutcome};
+use crate::types::{DeadLetterState, NewAudit, NewBatch, StageOutcome};
 
 /// Dead-letters the batch with `seq` for `dest`, returning its id.
 async fn dead_letter(store: &dyn StateStore, stream: &str, dest: &str, seq: u64) -> i64 {
@@ -47,7 +47,7 @@ pub async fn dead_letter_keeps_its_copy_after_gc(open: Opener) {
     assert_eq!(store.spool_stats("s").await.unwrap().first_seq, Some(2));
     let (row, copy) = store.dead_letter_get(id).await.unwrap();
     assert_eq!(copy, batch, "the dead letter keeps the whole batch");
-    assert_eq!(copy.items, mixed.items);
+    assert_eq!(copy.items, items_of(&mixed));
     assert_eq!((row.stream.as_str(), row.destination.as_str()), ("s", "d"));
     assert_eq!(
         (row.seq, row.records, row.bytes),
@@ -68,6 +68,75 @@ pub async fn dead_letter_keeps_its_copy_after_gc(open: Opener) {
         store.dead_letter_get(id + 100).await.unwrap_err(),
         StoreError::UnknownDeadLetter(_)
     ));
+}
+
+pub async fn undecodable_batch_is_dead_lettered_as_it_is(open: Opener) {
+    let store = open().await;
+    setup(&*store, "s", &[("d", true), ("e", true)]).await;
+    let garbage = NewBatch {
+        payload: b"I{\"a\":1}\nnot an item\n".to_vec(),
+        records: 2,
+        bytes: 24,
+    };
+    store
+        .stage("s", vec![garbage.clone()], None, None)
+        .await
+        .unwrap();
+    stage_n(&*store, "s", 1).await;
+    let err = store.next_batch("s", 0).await.unwrap_err();
+    assert!(matches!(err, StoreError::Payload { seq: 1, .. }), "{err}");
+    assert!(err.to_string().contains("line 2"), "{err}");
+
+    let id = store
+        .dead_letter_undecodable("s", "d", 1, &err.to_string())
+        .await
+        .unwrap();
+    assert_eq!(
+        store.destination("s", "d").await.unwrap().high_water_mark,
+        1,
+        "the mark passes the batch"
+    );
+    assert_eq!(
+        store.destination("s", "e").await.unwrap().high_water_mark,
+        0
+    );
+    let rows = store
+        .dead_letters("s", "d", Some(DeadLetterState::Pending))
+        .await
+        .unwrap();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0].reason_class, ReasonClass::Encoding);
+    assert_eq!((rows[0].seq, rows[0].records), (1, 2));
+    assert_eq!(
+        store
+            .dead_letter_undecodable("s", "d", 1, "again")
+            .await
+            .unwrap(),
+        id,
+        "once per destination"
+    );
+    assert!(store
+        .dead_letter_undecodable("s", "d", 9, "x")
+        .await
+        .is_err());
+
+    // A replay of it cannot decode either, and says which dead letter.
+    store
+        .request_replay("s", "d", Some(id), "op")
+        .await
+        .unwrap();
+    let err = store.next_replay("s", "d").await.unwrap_err();
+    assert!(
+        matches!(err, StoreError::ReplayPayload { id: i, seq: 1, .. } if i == id),
+        "{err}"
+    );
+    store
+        .finish_replay(id, Err((ReasonClass::Encoding, err.to_string())))
+        .await
+        .unwrap();
+    assert!(store.next_replay("s", "d").await.unwrap().is_none());
+    let discarded = store.discard("s", "d", Some(id), "op").await.unwrap();
+    assert_eq!(discarded.len(), 1);
 }
 
 pub async fn replay_ok_and_err(open: Opener) {
@@ -301,7 +370,12 @@ pub async fn durable_across_reopen(open: Opener) {
     let uuid = store.register_stream("s").await.unwrap().uuid;
     setup(&*store, "s", &[("a", true), ("b", true)]).await;
     let staged = store
-        .stage("s", batches(3, 2, 1), Some("cursor-3".into()), Some("req"))
+        .stage(
+            "s",
+            batches(3, 2, 1),
+            Some("cursor-3".into()),
+            Some(req("req")),
+        )
         .await
         .unwrap();
     assert_eq!(staged, StageOutcome::Staged(vec![1, 2, 3]));
@@ -351,7 +425,7 @@ pub async fn durable_across_reopen(open: Opener) {
     assert_eq!(after, before);
     assert_eq!(store.skipped_ranges("s", "b").await.unwrap(), vec![range]);
     let dup = store
-        .stage("s", batches(1, 1, 1), None, Some("req"))
+        .stage("s", batches(1, 1, 1), None, Some(req("req")))
         .await
         .unwrap();
     assert!(

@@ -49,6 +49,8 @@ macro_rules! __state_store_conformance_list {
             idempotency_keys_follow_the_formula,
             cursor_commits_with_the_stage,
             request_key_dedupes,
+            request_key_with_another_body_conflicts,
+            request_keys_expire,
             next_batch_in_order_with_payload_round_trip,
             spool_stats_follow_stage_and_gc,
             advance_never_goes_backwards,
@@ -59,6 +61,7 @@ macro_rules! __state_store_conformance_list {
             new_destination_starts_at_the_oldest_spooled_batch,
             breaker_and_last_error_persist,
             dead_letter_keeps_its_copy_after_gc,
+            undecodable_batch_is_dead_lettered_as_it_is,
             replay_ok_and_err,
             discard_writes_audit,
             bulk_replay_and_discard,
@@ -124,16 +127,24 @@ pub(crate) fn record(id: u64) -> Item {
 
 /// A batch with counts computed as a source would.
 pub(crate) fn new_batch(items: Vec<Item>) -> NewBatch {
-    let records = items.iter().filter(|i| i.as_record().is_some()).count() as u64;
     let bytes = items
         .iter()
         .map(|i| payload::encoded_len(i).expect("encodable item"))
         .sum();
-    NewBatch {
-        items,
-        records,
-        bytes,
+    NewBatch::from_items(&items, bytes).expect("encodable items")
+}
+
+/// A request key with a fixed body digest.
+pub(crate) fn req(key: &str) -> crate::types::RequestKey<'_> {
+    crate::types::RequestKey {
+        key,
+        digest: "body-1",
     }
+}
+
+/// The items a new batch holds, decoded back from its payload.
+pub(crate) fn items_of(b: &NewBatch) -> Vec<Item> {
+    payload::decode(0, &b.payload).expect("a payload this suite encoded")
 }
 
 /// `n` batches of `per` records each, numbered from `first_id`.

@@ -5,9 +5,9 @@ use std::collections::BTreeSet;
 use abrq_core::idempotency_key;
 use chrono::{Duration, Utc};
 
-use super::{batches, mixed_batch, new_batch, record, setup, stage_n, Opener};
+use super::{batches, items_of, mixed_batch, new_batch, record, req, setup, stage_n, Opener};
 use crate::store::StoreError;
-use crate::types::{SpoolStats, StageOutcome};
+use crate::types::{RequestKey, SpoolStats, StageOutcome};
 
 pub async fn register_stream_is_idempotent(open: Opener) {
     let store = open().await;
@@ -125,12 +125,12 @@ pub async fn request_key_dedupes(open: Opener) {
     setup(&*store, "s", &[]).await;
     setup(&*store, "t", &[]).await;
     let first = store
-        .stage("s", batches(2, 1, 1), Some("c1".into()), Some("req-1"))
+        .stage("s", batches(2, 1, 1), Some("c1".into()), Some(req("req-1")))
         .await
         .unwrap();
     assert_eq!(first, StageOutcome::Staged(vec![1, 2]));
     let again = store
-        .stage("s", batches(2, 1, 1), Some("c2".into()), Some("req-1"))
+        .stage("s", batches(2, 1, 1), Some("c2".into()), Some(req("req-1")))
         .await
         .unwrap();
     assert_eq!(
@@ -150,15 +150,68 @@ pub async fn request_key_dedupes(open: Opener) {
     assert_eq!(store.cursor("s").await.unwrap().as_deref(), Some("c1"));
     // Keys are per stream, and other keys still stage.
     let other = store
-        .stage("t", batches(1, 1, 1), None, Some("req-1"))
+        .stage("t", batches(1, 1, 1), None, Some(req("req-1")))
         .await
         .unwrap();
     assert_eq!(other, StageOutcome::Staged(vec![1]));
     let next = store
-        .stage("s", batches(1, 1, 1), None, Some("req-2"))
+        .stage("s", batches(1, 1, 1), None, Some(req("req-2")))
         .await
         .unwrap();
     assert_eq!(next, StageOutcome::Staged(vec![3]));
+}
+
+pub async fn request_key_with_another_body_conflicts(open: Opener) {
+    let store = open().await;
+    setup(&*store, "s", &[]).await;
+    let key = |digest| RequestKey { key: "k", digest };
+    let first = store
+        .stage("s", batches(1, 1, 1), None, Some(key("body-a")))
+        .await
+        .unwrap();
+    assert_eq!(first, StageOutcome::Staged(vec![1]));
+    let other = store
+        .stage("s", batches(1, 1, 9), None, Some(key("body-b")))
+        .await
+        .unwrap();
+    assert_eq!(other, StageOutcome::Conflict);
+    assert_eq!(store.spool_stats("s").await.unwrap().last_seq, 1);
+    let same = store
+        .stage("s", batches(1, 1, 1), None, Some(key("body-a")))
+        .await
+        .unwrap();
+    assert!(matches!(same, StageOutcome::Duplicate { .. }), "{same:?}");
+}
+
+pub async fn request_keys_expire(open: Opener) {
+    let store = open().await;
+    setup(&*store, "s", &[]).await;
+    let first = store
+        .stage("s", batches(1, 1, 1), None, Some(req("old")))
+        .await
+        .unwrap();
+    assert_eq!(first, StageOutcome::Staged(vec![1]));
+    let cutoff = Utc::now() + Duration::seconds(1);
+    // Staged within the window: kept.
+    let past = Utc::now() - Duration::hours(1);
+    assert_eq!(store.expire_request_keys(past).await.unwrap(), 0);
+    assert!(matches!(
+        store
+            .stage("s", batches(1, 1, 1), None, Some(req("old")))
+            .await
+            .unwrap(),
+        StageOutcome::Duplicate { .. }
+    ));
+    assert_eq!(store.expire_request_keys(cutoff).await.unwrap(), 1);
+    let again = store
+        .stage("s", batches(1, 1, 1), None, Some(req("old")))
+        .await
+        .unwrap();
+    assert_eq!(
+        again,
+        StageOutcome::Staged(vec![2]),
+        "an expired key stages again"
+    );
 }
 
 pub async fn next_batch_in_order_with_payload_round_trip(open: Opener) {
@@ -173,14 +226,14 @@ pub async fn next_batch_in_order_with_payload_round_trip(open: Opener) {
 
     let first = store.next_batch("s", 0).await.unwrap().unwrap();
     assert_eq!(first.meta.seq, 1);
-    assert_eq!(first.items, mixed.items);
+    assert_eq!(first.items, items_of(&mixed));
     assert_eq!(
         (first.meta.records, first.meta.bytes),
         (mixed.records, mixed.bytes)
     );
     let second = store.next_batch("s", 1).await.unwrap().unwrap();
     assert_eq!(second.meta.seq, 2);
-    assert_eq!(second.items, plain.items);
+    assert_eq!(second.items, items_of(&plain));
     assert_eq!(second.meta.records, 10);
     assert!(store.next_batch("s", 2).await.unwrap().is_none());
     assert!(store.next_batch("s", u64::MAX).await.unwrap().is_none());

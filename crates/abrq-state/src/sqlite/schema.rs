@@ -5,7 +5,7 @@ use anyhow::{anyhow, Context as _};
 use rusqlite::{Connection, TransactionBehavior};
 
 /// Migration `i` brings the schema from version `i` to `i + 1`.
-const MIGRATIONS: &[&str] = &[V1];
+const MIGRATIONS: &[&str] = &[V1, V2];
 
 const V1: &str = r#"
 CREATE TABLE streams (
@@ -108,6 +108,13 @@ CREATE TABLE skipped_ranges (
     at             INTEGER NOT NULL
 );
 CREATE INDEX skipped_ranges_by_destination ON skipped_ranges (destination_id, from_seq);
+"#;
+
+/// Ingest request keys remember a digest of their body (a reused key with
+/// another body is a conflict) and expire by age.
+const V2: &str = r#"
+ALTER TABLE ingest_requests ADD COLUMN digest TEXT;
+CREATE INDEX ingest_requests_by_age ON ingest_requests (at);
 "#;
 
 /// Applies the missing migrations and the version bump in one transaction,

@@ -5,15 +5,7 @@ use rusqlite::{params, Connection, OptionalExtension};
 
 use super::rows::{corrupt, now, seq_bound, stream_ids, time, to_ms};
 use crate::store::{StoreError, StoreResult};
-use crate::types::{SpoolStats, StageOutcome, StreamRow};
-
-/// A batch whose items were encoded before the writer lock was taken, so
-/// the lock is held for the inserts only.
-pub(crate) struct Encoded {
-    pub payload: Vec<u8>,
-    pub records: u64,
-    pub bytes: u64,
-}
+use crate::types::{NewBatch, RequestKey, SpoolStats, StageOutcome, StreamRow};
 
 /// A spooled batch as stored; decoded after its connection is released.
 pub(crate) struct Spooled {
@@ -73,22 +65,30 @@ pub(crate) fn cursor(conn: &Connection, stream: &str) -> StoreResult<Option<Stri
 pub(crate) fn stage(
     conn: &Connection,
     stream: &str,
-    batches: &[Encoded],
+    batches: &[NewBatch],
     cursor: Option<&str>,
-    request_key: Option<&str>,
+    request_key: Option<RequestKey<'_>>,
 ) -> StoreResult<StageOutcome> {
     let s = stream_ids(conn, stream)?;
-    if let Some(key) = request_key {
+    if let Some(req) = request_key {
         let seen = conn
             .prepare_cached(
-                "SELECT first_seq, last_seq FROM ingest_requests
+                "SELECT first_seq, last_seq, digest FROM ingest_requests
                  WHERE stream_id = ?1 AND key = ?2",
             )?
-            .query_row(params![s.id, key], |r| {
-                Ok((r.get::<_, Option<u64>>(0)?, r.get::<_, Option<u64>>(1)?))
+            .query_row(params![s.id, req.key], |r| {
+                Ok((
+                    r.get::<_, Option<u64>>(0)?,
+                    r.get::<_, Option<u64>>(1)?,
+                    r.get::<_, Option<String>>(2)?,
+                ))
             })
             .optional()?;
-        if let Some((first_seq, last_seq)) = seen {
+        if let Some((first_seq, last_seq, digest)) = seen {
+            // Keys stored before digests were kept match any body.
+            if digest.is_some_and(|d| d != req.digest) {
+                return Ok(StageOutcome::Conflict);
+            }
             return Ok(StageOutcome::Duplicate {
                 first_seq,
                 last_seq,
@@ -132,14 +132,31 @@ pub(crate) fn stage(
         bytes
     ])?;
 
-    if let Some(key) = request_key {
+    if let Some(req) = request_key {
         conn.prepare_cached(
-            "INSERT INTO ingest_requests (stream_id, key, first_seq, last_seq, at)
-             VALUES (?1, ?2, ?3, ?4, ?5)",
+            "INSERT INTO ingest_requests (stream_id, key, first_seq, last_seq, at, digest)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
         )?
-        .execute(params![s.id, key, seqs.first(), seqs.last(), staged_at])?;
+        .execute(params![
+            s.id,
+            req.key,
+            seqs.first(),
+            seqs.last(),
+            staged_at,
+            req.digest
+        ])?;
     }
     Ok(StageOutcome::Staged(seqs))
+}
+
+pub(crate) fn expire_request_keys(
+    conn: &Connection,
+    before: chrono::DateTime<chrono::Utc>,
+) -> StoreResult<u64> {
+    let n = conn
+        .prepare_cached("DELETE FROM ingest_requests WHERE at < ?1")?
+        .execute([to_ms(before)])?;
+    Ok(n as u64)
 }
 
 pub(crate) fn next_batch(

@@ -4,10 +4,9 @@
 //! released, so neither holds a connection.
 
 use abrq_core::{Batch, BreakerState, ReasonClass};
-use anyhow::Context as _;
 use async_trait::async_trait;
 
-use super::spool::{Encoded, Spooled};
+use super::spool::Spooled;
 use super::{dead_letters, destinations, spool, SqliteStore};
 use crate::payload;
 use crate::store::{StateStore, StoreError, StoreResult};
@@ -76,22 +75,20 @@ impl StateStore for SqliteStore {
         stream: &str,
         batches: Vec<NewBatch>,
         cursor: Option<String>,
-        request_key: Option<&str>,
+        request_key: Option<RequestKey<'_>>,
     ) -> StoreResult<StageOutcome> {
         let s = stream.to_owned();
-        let key = request_key.map(str::to_owned);
+        let key = request_key.map(|k| (k.key.to_owned(), k.digest.to_owned()));
         self.run("stage", move |db| {
-            let mut encoded = Vec::with_capacity(batches.len());
-            for (i, b) in batches.iter().enumerate() {
-                let payload = payload::encode(&b.items)
-                    .with_context(|| format!("encoding batch {i} of the call"))?;
-                encoded.push(Encoded {
-                    payload,
-                    records: b.records,
-                    bytes: b.bytes,
-                });
-            }
-            db.write(|tx| spool::stage(tx, &s, &encoded, cursor.as_deref(), key.as_deref()))
+            let key = key.as_ref().map(|(key, digest)| RequestKey { key, digest });
+            db.write(|tx| spool::stage(tx, &s, &batches, cursor.as_deref(), key))
+        })
+        .await
+    }
+
+    async fn expire_request_keys(&self, before: chrono::DateTime<chrono::Utc>) -> StoreResult<u64> {
+        self.run("expire_request_keys", move |db| {
+            db.write(|tx| spool::expire_request_keys(tx, before))
         })
         .await
     }
@@ -203,11 +200,44 @@ impl StateStore for SqliteStore {
         let (d, e) = (destination.to_owned(), error.to_owned());
         let (meta, items) = (batch.meta.clone(), batch.items.clone());
         self.run("dead_letter", move |db| {
-            let bytes = payload::encode(&items).map_err(|source| StoreError::Payload {
-                seq: meta.seq,
-                source,
+            let bytes = payload::encode(&items).map_err(|e| {
+                StoreError::Backend(
+                    anyhow::Error::new(e)
+                        .context(format!("encoding the dead letter of seq {}", meta.seq)),
+                )
             })?;
             db.write(|tx| dead_letters::insert(tx, &d, &meta, &bytes, reason, &e, attempts))
+        })
+        .await
+    }
+
+    async fn dead_letter_undecodable(
+        &self,
+        stream: &str,
+        destination: &str,
+        seq: u64,
+        error: &str,
+    ) -> StoreResult<i64> {
+        let (s, d, e) = (stream.to_owned(), destination.to_owned(), error.to_owned());
+        self.run("dead_letter_undecodable", move |db| {
+            db.write(|tx| {
+                let spooled = spool::next_batch(tx, &s, seq.saturating_sub(1))?
+                    .filter(|b| b.meta.seq == seq)
+                    .ok_or_else(|| {
+                        StoreError::Backend(anyhow::anyhow!(
+                            "seq {seq} of stream {s:?} is not in the spool"
+                        ))
+                    })?;
+                dead_letters::insert(
+                    tx,
+                    &d,
+                    &spooled.meta,
+                    &spooled.payload,
+                    ReasonClass::Encoding,
+                    &e,
+                    0,
+                )
+            })
         })
         .await
     }
@@ -253,9 +283,18 @@ impl StateStore for SqliteStore {
     ) -> StoreResult<Option<(DeadLetterRow, Batch)>> {
         let (s, d) = (stream.to_owned(), destination.to_owned());
         self.run("next_replay", move |db| {
-            db.read(|tx| dead_letters::next_replay(tx, &s, &d))?
-                .map(decode_dead_letter)
-                .transpose()
+            let Some((row, bytes)) = db.read(|tx| dead_letters::next_replay(tx, &s, &d))? else {
+                return Ok(None);
+            };
+            let (id, seq) = (row.id, row.seq);
+            decode_dead_letter((row, bytes))
+                .map(Some)
+                .map_err(|e| match e {
+                    StoreError::Payload { source, .. } => {
+                        StoreError::ReplayPayload { id, seq, source }
+                    }
+                    other => other,
+                })
         })
         .await
     }

@@ -58,7 +58,8 @@ fn store_status(e: &abrq_state::StoreError) -> StatusCode {
             StatusCode::NOT_FOUND
         }
         S::NotPending { .. } => StatusCode::CONFLICT,
-        S::Payload { .. } | S::Backend(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        S::Payload { .. } | S::ReplayPayload { .. } => StatusCode::UNPROCESSABLE_ENTITY,
+        S::Backend(_) => StatusCode::INTERNAL_SERVER_ERROR,
     }
 }
 

@@ -1,17 +1,19 @@
 //! `POST /v1/streams/{s}/records`: 200 only once the records are staged
 //! durably; a malformed body is refused whole (400); over the body limit,
-//! 413; a full spool, 503 with Retry-After.
+//! 413; a full spool or too many requests at once, 503 with Retry-After; an
+//! Idempotency-Key reused with another body, 409.
 
 use axum::body::Body;
 use axum::extract::{Path, Request, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use futures::StreamExt;
 
 use super::auth;
 use super::error::ApiError;
 use super::AppState;
-use abrq_engine::ingest::IngestFailure;
+use abrq_engine::ingest::{check_key, IngestFailure};
 use abrq_engine::stream::StageError;
 
 pub async fn ingest(State(st): State<AppState>, Path(s): Path<String>, req: Request) -> Response {
@@ -22,18 +24,50 @@ pub async fn ingest(State(st): State<AppState>, Path(s): Path<String>, req: Requ
 }
 
 async fn handle(st: &AppState, s: &str, req: Request) -> Result<Response, ApiError> {
+    let (parts, body) = req.into_parts();
     let Some((token, max_body)) = st.ingest.get(s) else {
+        // Auth first: without the token, a client learns nothing, not even
+        // which streams exist.
+        auth::require(&parts.headers, st.admin_token.as_deref())?;
         return Err(ApiError::new(
             StatusCode::NOT_FOUND,
             format!("unknown stream {s:?}"),
         ));
     };
-    let (parts, body) = req.into_parts();
     // The stream's ingest token, else the admin token, guards ingest.
     auth::require(
         &parts.headers,
         token.as_deref().or(st.admin_token.as_deref()),
     )?;
+    let key = match parts.headers.get("idempotency-key") {
+        None => None,
+        Some(v) => Some(
+            check_key(v.as_bytes())
+                .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, e.to_string()))?,
+        ),
+    };
+    // Held until the records are staged: bounds the bodies in memory.
+    let Some(_permit) = st.engine.ingest_permit() else {
+        // Read and drop the body (never held) so the client gets the
+        // answer instead of a connection reset mid-upload.
+        let mut body = Body::new(body).into_data_stream();
+        let mut seen = 0u64;
+        while let Some(Ok(chunk)) = body.next().await {
+            seen += chunk.len() as u64;
+            if seen > *max_body {
+                break;
+            }
+        }
+        let mut e = ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "too many ingest requests at once (server.max_ingest_requests = {}); retry later",
+                st.engine.max_ingest_requests()
+            ),
+        );
+        e.retry_after = Some(1);
+        return Err(e);
+    };
     let too_large = || {
         ApiError::new(
             StatusCode::PAYLOAD_TOO_LARGE,
@@ -46,13 +80,7 @@ async fn handle(st: &AppState, s: &str, req: Request) -> Result<Response, ApiErr
     let bytes = axum::body::to_bytes(Body::new(body), *max_body as usize)
         .await
         .map_err(|_| too_large())?;
-    let key = parts
-        .headers
-        .get("idempotency-key")
-        .and_then(|v| v.to_str().ok())
-        .map(str::trim)
-        .filter(|k| !k.is_empty());
-    match st.engine.ingest(s, &bytes, key).await {
+    match st.engine.ingest(s, bytes, key.map(str::as_bytes)).await {
         Ok(ack) => Ok(Json(ack).into_response()),
         Err(e) => Err(failure(e)),
     }
@@ -66,7 +94,11 @@ fn failure(e: IngestFailure) -> ApiError {
     let status = match &e {
         IngestFailure::UnknownStream(_) => StatusCode::NOT_FOUND,
         IngestFailure::NotHttp(_) => StatusCode::CONFLICT,
-        IngestFailure::Malformed(_) | IngestFailure::Empty => StatusCode::BAD_REQUEST,
+        IngestFailure::Malformed(_) | IngestFailure::Empty | IngestFailure::BadKey(_) => {
+            StatusCode::BAD_REQUEST
+        }
+        IngestFailure::KeyConflict(_) => StatusCode::CONFLICT,
+        IngestFailure::Worker(_) => StatusCode::INTERNAL_SERVER_ERROR,
         IngestFailure::Stage(StageError::SpoolFull { .. })
         | IngestFailure::Stage(StageError::ShuttingDown) => StatusCode::SERVICE_UNAVAILABLE,
         IngestFailure::Stage(StageError::Store(_)) => StatusCode::INTERNAL_SERVER_ERROR,

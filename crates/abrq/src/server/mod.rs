@@ -165,11 +165,28 @@ async fn metrics(State(st): State<AppState>) -> impl IntoResponse {
     )
 }
 
+/// Ready when the state store answers and no supervised task is failing;
+/// otherwise 503 naming every failing task, its error and since when.
 async fn readyz(State(st): State<AppState>) -> Response {
-    match st.engine.store.streams().await {
-        Ok(_) => "ready".into_response(),
-        Err(e) => (StatusCode::SERVICE_UNAVAILABLE, format!("state store: {e}")).into_response(),
+    if let Err(e) = st.engine.store.streams().await {
+        return (StatusCode::SERVICE_UNAVAILABLE, format!("state store: {e}")).into_response();
     }
+    let failing = st.engine.failing_tasks();
+    if failing.is_empty() {
+        return "ready".into_response();
+    }
+    let lines: Vec<String> = failing
+        .iter()
+        .map(|(task, f)| {
+            format!(
+                "{task}: failing since {} ({} restarts): {}",
+                f.since.to_rfc3339(),
+                f.restarts,
+                f.error
+            )
+        })
+        .collect();
+    (StatusCode::SERVICE_UNAVAILABLE, lines.join("\n")).into_response()
 }
 
 /// Serves until `shutdown` resolves.
