@@ -59,7 +59,8 @@ pub enum Command {
 /// Where the running server is.
 #[derive(Args, Clone)]
 pub struct Remote {
-    /// Server base URL; defaults to the config's server.listen.
+    /// Server base URL; defaults to the config's server.listen (https when
+    /// it sets server.tls_cert).
     #[arg(long, env = "ABRQ_SERVER")]
     pub server: Option<String>,
     /// Read server.listen and server.admin_token from this config.
@@ -68,6 +69,10 @@ pub struct Remote {
     /// Admin bearer token.
     #[arg(long, env = "ABRQ_ADMIN_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
+    /// PEM certificate(s) to trust for an https server, e.g. the private
+    /// CA that signed server.tls_cert; the built-in public roots otherwise.
+    #[arg(long, env = "ABRQ_CA_FILE")]
+    pub ca_file: Option<PathBuf>,
 }
 
 #[derive(Args, Clone)]

@@ -133,12 +133,15 @@ async fn run_refuses_a_non_loopback_listen_without_an_admin_token() {
 async fn token_guards_the_api_and_operator_verbs_work_against_a_server() {
     let mut abrq = Abrq::new();
     std::fs::write(abrq.path("broken-file"), "not a directory\n").unwrap();
-    // Off loopback is allowed once there is a token.
-    abrq.write_config(&config(
-        &abrq,
-        &format!("0.0.0.0:{}", abrq.port),
-        Some(TOKEN),
-    ));
+    // Off loopback is allowed once there is a token, and plain HTTP there
+    // once the config says the network may carry it in clear text.
+    abrq.write_config(
+        &config(&abrq, &format!("0.0.0.0:{}", abrq.port), Some(TOKEN)).replacen(
+            "[[streams]]",
+            "allow_plaintext = true\n[[streams]]",
+            1,
+        ),
+    );
     abrq.start().await;
 
     // --- the admin token ---

@@ -44,7 +44,8 @@ pub struct ServerConfig {
     /// How long an ingest Idempotency-Key is remembered.
     #[serde(default = "default_idempotency_window")]
     pub idempotency_window: Dur,
-    /// A new connection must send a whole request head within this long; so must a request once its first
+    /// A new connection must finish its TLS handshake and send a whole
+    /// request head within this long; so must a request once its first
     /// byte arrives on a kept-alive connection.
     #[serde(default = "default_header_timeout")]
     pub header_timeout: Dur,
@@ -57,6 +58,12 @@ pub struct ServerConfig {
     /// Connections held at once; more are closed as soon as accepted.
     #[serde(default = "default_max_connections")]
     pub max_connections: usize,
+    /// PEM certificate chain and private key: the listener speaks HTTPS.
+    pub tls_cert: Option<Text>,
+    pub tls_key: Option<Text>,
+    /// Lets a listener off loopback speak plain HTTP.
+    #[serde(default)]
+    pub allow_plaintext: bool,
 }
 
 impl Default for ServerConfig {
@@ -70,6 +77,9 @@ impl Default for ServerConfig {
             idle_timeout: default_idle_timeout(),
             body_timeout: default_body_timeout(),
             max_connections: default_max_connections(),
+            tls_cert: None,
+            tls_key: None,
+            allow_plaintext: false,
         }
     }
 }

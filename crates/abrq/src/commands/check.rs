@@ -13,6 +13,9 @@ pub async fn check(config_path: &Path) -> anyhow::Result<()> {
         config_path.display(),
         config.streams.len()
     );
+    if crate::server::Tls::from_config(&config.server)?.is_some() {
+        println!("tls certificate and key: ok");
+    }
     super::open_store(&config).await?;
     println!("state store: ok");
     let mut failures = 0;

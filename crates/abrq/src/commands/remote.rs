@@ -21,7 +21,7 @@ impl Client {
         };
         let base = match (&remote.server, &config) {
             (Some(s), _) => s.trim_end_matches('/').to_string(),
-            (None, Some(c)) => format!("http://{}", c.server.listen),
+            (None, Some(c)) => base_of(c),
             (None, None) => "http://127.0.0.1:8480".to_string(),
         };
         let token = remote.token.clone().or_else(|| {
@@ -30,10 +30,23 @@ impl Client {
                 .and_then(|c| c.server.admin_token.as_ref())
                 .map(|t| t.expose().to_string())
         });
+        let mut http = reqwest::Client::builder();
+        if let Some(path) = &remote.ca_file {
+            let pem = std::fs::read(path)
+                .with_context(|| format!("cannot read --ca-file {}", path.display()))?;
+            let certs = reqwest::Certificate::from_pem_bundle(&pem)
+                .with_context(|| format!("--ca-file {}", path.display()))?;
+            if certs.is_empty() {
+                anyhow::bail!("--ca-file {}: no certificate in it", path.display());
+            }
+            for cert in certs {
+                http = http.add_root_certificate(cert);
+            }
+        }
         Ok(Client {
             base,
             token,
-            http: reqwest::Client::new(),
+            http: http.build().context("http client")?,
         })
     }
 
@@ -70,6 +83,28 @@ impl Client {
     async fn post(&self, path: &str) -> anyhow::Result<Value> {
         self.call(reqwest::Method::POST, path).await
     }
+}
+
+/// The server's URL from its config: https when it serves TLS; a wildcard
+/// listen address is reached on loopback.
+fn base_of(config: &Config) -> String {
+    use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+    let scheme = match config.server.tls_cert {
+        Some(_) => "https",
+        None => "http",
+    };
+    let listen = config.server.listen.as_str();
+    let host = match listen.parse::<SocketAddr>() {
+        Ok(a) if a.ip().is_unspecified() => {
+            let ip: IpAddr = match a {
+                SocketAddr::V4(_) => Ipv4Addr::LOCALHOST.into(),
+                SocketAddr::V6(_) => Ipv6Addr::LOCALHOST.into(),
+            };
+            SocketAddr::new(ip, a.port()).to_string()
+        }
+        _ => listen.to_string(),
+    };
+    format!("{scheme}://{host}")
 }
 
 fn dest_path(t: &Target) -> String {

@@ -15,6 +15,10 @@ use crate::server::{self, AppState};
 pub async fn run(config_path: &Path, until_drained: bool, no_progress: bool) -> anyhow::Result<()> {
     let config = Config::load(config_path)?;
     let addr = server::check_server(&config)?;
+    let tls = server::Tls::from_config(&config.server)?;
+    if let Some(tls) = &tls {
+        tls.clone().reload_on_hangup()?;
+    }
     let store = super::open_store(&config).await?;
     let listener = tokio::net::TcpListener::bind(addr)
         .await
@@ -23,6 +27,7 @@ pub async fn run(config_path: &Path, until_drained: bool, no_progress: bool) -> 
     let engine = Engine::start(&config, store, metrics, &super::destination_factory).await?;
     tracing::info!(
         listen = %addr,
+        tls = tls.is_some(),
         streams = config.streams.len(),
         "abrq running"
     );
@@ -31,6 +36,7 @@ pub async fn run(config_path: &Path, until_drained: bool, no_progress: bool) -> 
     let server = tokio::spawn(server::serve(
         listener,
         AppState::new(engine.clone(), &config),
+        tls,
         server::Limits::from_config(&config.server),
         async move { server_cancel.cancelled().await },
     ));

@@ -1,6 +1,6 @@
 //! The accept loop: at most `max_connections` connections at once (more
 //! are closed as soon as accepted, so they hold no descriptor), each with
-//! the clocks of `timeouts.rs`, served as HTTP/1.1
+//! the clocks of `timeouts.rs`, optionally behind TLS, served as HTTP/1.1
 //! by hyper. HTTP/1.1 only: every client abrq has (the CLI, producers,
 //! probes, Prometheus) speaks it, and the clocks here are HTTP/1's.
 //!
@@ -33,6 +33,7 @@ use tower::ServiceExt;
 
 use super::error::ApiError;
 use super::timeouts::{Activity, DeadlineBody, ResponseBody, Timeouts, Tracked};
+use super::tls::Tls;
 
 /// Descriptors kept back from connections for everything else the
 /// process opens: the state store, destination connections, files.
@@ -65,6 +66,7 @@ impl Limits {
 pub async fn serve(
     listener: TcpListener,
     app: Router,
+    tls: Option<Arc<Tls>>,
     limits: Limits,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> io::Result<()> {
@@ -103,6 +105,7 @@ pub async fn serve(
             tcp,
             peer,
             app.clone(),
+            tls.clone(),
             limits.timeouts,
             graceful.watcher(),
             slot,
@@ -139,12 +142,27 @@ async fn connection(
     tcp: TcpStream,
     peer: SocketAddr,
     app: Router,
+    tls: Option<Arc<Tls>>,
     timeouts: Timeouts,
     watcher: Watcher,
     _slot: OwnedSemaphorePermit,
 ) {
     let activity = Activity::new(timeouts);
-    let served = serve_http(Tracked::new(tcp, activity.clone()), app, &activity, watcher);
+    let served = async {
+        match tls {
+            None => serve_http(Tracked::new(tcp, activity.clone()), app, &activity, watcher).await,
+            Some(tls) => {
+                let stream = tls.acceptor().accept(tcp).await?;
+                serve_http(
+                    Tracked::new(stream, activity.clone()),
+                    app,
+                    &activity,
+                    watcher,
+                )
+                .await
+            }
+        }
+    };
     tokio::select! {
         r = served => {
             if let Err(e) = r {

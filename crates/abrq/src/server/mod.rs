@@ -7,8 +7,10 @@ mod error;
 mod ingest;
 mod listener;
 mod timeouts;
+mod tls;
 
 pub use listener::Limits;
+pub use tls::Tls;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -66,8 +68,9 @@ impl AppState {
 }
 
 /// Checks the `[server]` table. A listen address off loopback needs an
-/// admin token: the API can discard data, so it is never left open to a
-/// network.
+/// admin token (the API can discard data, so it is never left open to a
+/// network) and TLS, unless `allow_plaintext` says the network is trusted
+/// with the token in clear text.
 pub fn check_server(config: &Config) -> anyhow::Result<SocketAddr> {
     let server = &config.server;
     let addr: SocketAddr = server
@@ -80,6 +83,16 @@ pub fn check_server(config: &Config) -> anyhow::Result<SocketAddr> {
         anyhow::bail!(
             "server.listen {addr} is not a loopback address, so server.admin_token is required"
         );
+    }
+    if !addr.ip().is_loopback() && server.tls_cert.is_none() && !server.allow_plaintext {
+        anyhow::bail!(
+            "server.listen {addr} is not a loopback address: set server.tls_cert and \
+             server.tls_key to serve HTTPS, or server.allow_plaintext = true to send the \
+             admin token over plain HTTP"
+        );
+    }
+    if server.tls_cert.is_some() != server.tls_key.is_some() {
+        anyhow::bail!("server.tls_cert and server.tls_key go together: set both or neither");
     }
     if server.max_connections == 0 {
         anyhow::bail!("server.max_connections must be at least 1");
@@ -193,8 +206,9 @@ async fn readyz(State(st): State<AppState>) -> Response {
 pub async fn serve(
     listener: tokio::net::TcpListener,
     state: AppState,
+    tls: Option<Arc<Tls>>,
     limits: Limits,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    listener::serve(listener, router(state), limits, shutdown).await
+    listener::serve(listener, router(state), tls, limits, shutdown).await
 }
