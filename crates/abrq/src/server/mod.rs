@@ -4,6 +4,7 @@ mod api;
 mod auth;
 mod dead_letters;
 mod error;
+mod guard;
 mod ingest;
 mod listener;
 mod timeouts;
@@ -29,6 +30,8 @@ use axum::Router;
 pub struct AppState {
     pub engine: Arc<Engine>,
     admin_token: Option<String>,
+    /// The listener speaks HTTPS.
+    tls: bool,
     /// Per stream: the ingest token and the body limit.
     ingest: Arc<HashMap<String, (Option<String>, u64)>>,
 }
@@ -62,6 +65,7 @@ impl AppState {
         AppState {
             engine,
             admin_token,
+            tls: config.server.tls_cert.is_some(),
             ingest: Arc::new(ingest),
         }
     }
@@ -147,6 +151,11 @@ pub fn router(state: AppState) -> Router {
         )
         .route("/v1/audit", get(api::audit))
         .route_layer(middleware::from_fn_with_state(state.clone(), admin_auth));
+    let guard = guard::Guard {
+        tls: state.tls,
+        admin_token: state.admin_token.is_some(),
+    };
+    // The guard wraps the whole router, the ingest route included.
     Router::new()
         .merge(admin)
         .route("/v1/streams/{s}/records", post(ingest::ingest))
@@ -155,6 +164,7 @@ pub fn router(state: AppState) -> Router {
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
         .with_state(state)
+        .layer(middleware::from_fn_with_state(guard, guard::check))
 }
 
 async fn admin_auth(State(st): State<AppState>, req: Request, next: Next) -> Response {
