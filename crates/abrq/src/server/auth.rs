@@ -1,7 +1,9 @@
-//! Bearer-token checks. Tokens are compared without early exit so timing
-//! does not leak how much of a guess was right.
+//! Bearer-token checks. Tokens are compared as SHA-256 digests in constant
+//! time, so neither a guess's content nor its length shows in the timing.
 
 use axum::http::{HeaderMap, StatusCode};
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
 
 use super::error::ApiError;
 
@@ -14,12 +16,12 @@ pub fn bearer(headers: &HeaderMap) -> Option<&str> {
         .map(str::trim)
 }
 
+/// Both sides are hashed first: digests have one length whatever the
+/// inputs', and the comparison of the two digests does not stop early.
 fn same(a: &str, b: &str) -> bool {
-    a.len() == b.len()
-        && a.bytes()
-            .zip(b.bytes())
-            .fold(0u8, |acc, (x, y)| acc | (x ^ y))
-            == 0
+    Sha256::digest(a.as_bytes())
+        .ct_eq(&Sha256::digest(b.as_bytes()))
+        .into()
 }
 
 /// Passes when no token is required or the request carries it.
@@ -52,5 +54,17 @@ mod tests {
         h.insert("authorization", "Bearer t".parse().unwrap());
         assert!(require(&h, Some("t")).is_ok());
         assert!(require(&h, Some("u")).is_err());
+    }
+
+    #[test]
+    fn same_needs_equal_content_and_length() {
+        let token = "admin-t0ken";
+        assert!(same(token, token));
+        assert!(same("", ""));
+        let long = "x".repeat(4096);
+        for guess in ["", "a", "admin-t0ke", "admin-t0ken ", "admin-t0keN", &long] {
+            assert!(!same(guess, token), "{guess:?} matched");
+            assert!(!same(token, guess), "{guess:?} matched, reversed");
+        }
     }
 }

@@ -149,13 +149,14 @@ pub fn router(state: AppState) -> Router {
             "/v1/streams/{s}/destinations/{d}/dead-letters/{id}/discard",
             post(dead_letters::discard),
         )
-        .route("/v1/audit", get(api::audit))
-        .route_layer(middleware::from_fn_with_state(state.clone(), admin_auth));
+        .route("/v1/audit", get(api::audit));
     let guard = guard::Guard {
         tls: state.tls,
         admin_token: state.admin_token.is_some(),
     };
-    // The guard wraps the whole router, the ingest route included.
+    // Both checks wrap the whole router, the ingest route and the 404 and
+    // 405 answers included: an unknown path tells nothing to a client
+    // without the token. The guard runs first.
     Router::new()
         .merge(admin)
         .route("/v1/streams/{s}/records", post(ingest::ingest))
@@ -163,15 +164,20 @@ pub fn router(state: AppState) -> Router {
         .route("/metrics", get(metrics))
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
-        .with_state(state)
+        .with_state(state.clone())
+        .layer(middleware::from_fn_with_state(state, admin_auth))
         .layer(middleware::from_fn_with_state(guard, guard::check))
 }
 
+/// The admin token guards every path but the probes and ingest (which
+/// checks its own token).
 async fn admin_auth(State(st): State<AppState>, req: Request, next: Next) -> Response {
-    match auth::require(req.headers(), st.admin_token.as_deref()) {
-        Ok(()) => next.run(req).await,
-        Err(e) => e.into_response(),
+    if guard::classify(req.uri().path()) == guard::Class::Admin {
+        if let Err(e) = auth::require(req.headers(), st.admin_token.as_deref()) {
+            return e.into_response();
+        }
     }
+    next.run(req).await
 }
 
 async fn openapi() -> impl IntoResponse {
