@@ -19,7 +19,7 @@ fn config() -> ProptestConfig {
         ..ProptestConfig::default()
     };
     if std::env::var_os("PROPTEST_CASES").is_none() {
-        c.cases = 256;
+        c.cases = 1024;
     }
     c
 }

@@ -27,7 +27,7 @@ fn config() -> ProptestConfig {
         ..ProptestConfig::default()
     };
     if std::env::var_os("PROPTEST_CASES").is_none() {
-        c.cases = 64;
+        c.cases = 128;
     }
     c
 }

@@ -1,6 +1,7 @@
 //! Property test of HTTP ingest body parsing through its public API: any
 //! bytes, and bytes near NDJSON and JSON arrays, parse or fail cleanly,
-//! never panic. Small by default; `PROPTEST_CASES` goes further.
+//! never panic, and the streaming and collecting entry points agree.
+//! Small by default; `PROPTEST_CASES` goes further.
 
 use proptest::prelude::*;
 
@@ -10,7 +11,7 @@ fn config() -> ProptestConfig {
         ..ProptestConfig::default()
     };
     if std::env::var_os("PROPTEST_CASES").is_none() {
-        c.cases = 256;
+        c.cases = 1024;
     }
     c
 }
@@ -52,6 +53,20 @@ proptest! {
     fn any_body_parses_or_fails_without_panic(
         body in prop_oneof![prop::collection::vec(any::<u8>(), 0..2048), near_json()],
     ) {
-        let _ = abrq_sources::parse_body(&body);
+        // the server streams through for_each_record; parse_body collects
+        let whole = abrq_sources::parse_body(&body);
+        let mut seen = 0u64;
+        let streamed = abrq_sources::for_each_record(&body, |_, _| {
+            seen += 1;
+            Ok(())
+        });
+        match (whole, streamed) {
+            (Ok(items), Ok(n)) => {
+                prop_assert_eq!(items.len() as u64, n);
+                prop_assert_eq!(seen, n);
+            }
+            (Err(a), Err(b)) => prop_assert_eq!(a, b),
+            (a, b) => prop_assert!(false, "parse_body {:?} but for_each_record {:?}", a, b),
+        }
     }
 }
