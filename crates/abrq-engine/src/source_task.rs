@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use abrq_core::config::{FileFormat, SourceConfig, SourceEngine};
+use abrq_core::config::{SourceConfig, SourceEngine};
 use abrq_sources::{Chunk, FileSource, GenerateSource, Limits, ReadChunk, SourceError};
 use abrq_state::NewBatch;
 
@@ -28,14 +28,6 @@ pub enum SourceTaskError {
     Join(#[from] tokio::task::JoinError),
 }
 
-pub fn file_format(cfg: &SourceConfig, path: &std::path::Path) -> FileFormat {
-    cfg.format
-        .unwrap_or_else(|| match path.extension().and_then(|e| e.to_str()) {
-            Some(e) if e.eq_ignore_ascii_case("csv") => FileFormat::Csv,
-            _ => FileFormat::Ndjson,
-        })
-}
-
 /// Runs the stream's pull source (file or generate) until it is exhausted
 /// (or forever when following a file).
 pub async fn run(stream: Arc<StreamShared>, cfg: SourceConfig) -> Result<(), SourceTaskError> {
@@ -47,8 +39,8 @@ pub async fn run(stream: Arc<StreamShared>, cfg: SourceConfig) -> Result<(), Sou
         }
         SourceEngine::File => {
             let path = PathBuf::from(cfg.path.as_ref().map(|p| p.as_str()).unwrap_or_default());
-            let format = file_format(&cfg, &path);
-            let src = FileSource::open(&path, format, cfg.follow, cursor.as_deref())?;
+            let src = FileSource::open(&path, cfg.file_format(), cfg.follow, cursor.as_deref())?
+                .with_null_values(cfg.null_values());
             pump(stream, src, cfg.follow, path.display().to_string()).await
         }
         SourceEngine::Http | SourceEngine::Postgres | SourceEngine::Mysql => Ok(()),

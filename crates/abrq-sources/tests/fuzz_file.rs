@@ -307,11 +307,13 @@ proptest! {
 
 // ---- valid CSV ----
 
-/// A CSV cell and the value the source makes of it: empty is null,
-/// canonical integers and booleans are typed, text stays text.
+/// A CSV cell and the value the source makes of it unquoted: empty and
+/// null markers are null, canonical integers and booleans are typed, text
+/// stays text.
 fn cell() -> impl Strategy<Value = (String, Value)> {
     prop_oneof![
         Just((String::new(), Value::Null)),
+        prop::sample::select(vec!["NA", "\\N", "NULL"]).prop_map(|m| (m.to_string(), Value::Null)),
         any::<i64>().prop_map(|i| (i.to_string(), Value::from(i))),
         any::<bool>().prop_map(|b| (b.to_string(), Value::Bool(b))),
         // a leading letter keeps text from reading as a number
@@ -359,16 +361,28 @@ fn csv_file() -> impl Strategy<Value = Csv> {
                 })
                 .from_writer(Vec::new());
             w.write_record(&names).unwrap();
+            // names come out trimmed
+            let keys: Vec<String> = names
+                .iter()
+                .map(|n| {
+                    n.trim_matches(|c: char| c.is_ascii_whitespace())
+                        .to_string()
+                })
+                .collect();
             let mut records = Vec::new();
             for row in &rows {
                 w.write_record(row.iter().map(|(text, _)| text)).unwrap();
-                records.push(
-                    names
-                        .iter()
-                        .cloned()
-                        .zip(row.iter().map(|(_, v)| v.clone()))
-                        .collect(),
-                );
+                // a quoted marker is text; the writer quotes every cell, or
+                // the lone empty cell of a one-column record
+                let value = |(text, v): &(String, Value)| {
+                    let quoted = quote_all || (text.is_empty() && names.len() == 1);
+                    if v.is_null() && quoted {
+                        Value::String(text.clone())
+                    } else {
+                        v.clone()
+                    }
+                };
+                records.push(keys.iter().cloned().zip(row.iter().map(value)).collect());
             }
             let mut bytes = if bom {
                 b"\xef\xbb\xbf".to_vec()

@@ -163,6 +163,13 @@ fn validate_source(source: &Spanned<SourceConfig>, text: &str) -> Result<(), Str
             }
         }
     }
+    let csv = s.engine == SourceEngine::File && s.file_format() == FileFormat::Csv;
+    if s.null_values.is_some() && !csv {
+        return Err(format!(
+            "line {at}: streams.source.null_values applies to CSV files only \
+             (engine \"file\" with a .csv path or format = \"csv\")"
+        ));
+    }
     Ok(())
 }
 
@@ -264,6 +271,35 @@ initial_backoff = "10ms"
         let e = Config::parse(&bad, "t.toml").unwrap_err().to_string();
         assert!(e.contains("streams.destinations.database"), "{e}");
         assert!(e.contains("line 10"), "{e}");
+    }
+
+    #[test]
+    fn null_values_default_and_apply_to_csv_only() {
+        let csv = GOOD.replace("orders.ndjson", "orders.csv");
+        let c = Config::parse(&csv, "t.toml").unwrap();
+        let src = c.stream("orders").unwrap().source.get_ref();
+        assert_eq!(src.file_format(), FileFormat::Csv);
+        assert!(src.null_values().iter().any(|v| v == "NA"));
+        assert!(src.null_values().iter().any(|v| v == "\\N"));
+        let set = csv.replace(
+            "path = \"orders.csv\"",
+            "path = \"orders.csv\"\nnull_values = [\"-\"]",
+        );
+        let c = Config::parse(&set, "t.toml").unwrap();
+        let src = c.stream("orders").unwrap().source.get_ref();
+        assert_eq!(src.null_values(), vec!["-".to_string()]);
+        let ndjson = GOOD.replace(
+            "path = \"orders.ndjson\"",
+            "path = \"orders.ndjson\"\nnull_values = [\"NA\"]",
+        );
+        let e = Config::parse(&ndjson, "t.toml").unwrap_err().to_string();
+        assert!(
+            e.contains("line 6") && e.contains("null_values applies to CSV"),
+            "{e}"
+        );
+        let bad = set.replace("[\"-\"]", "\"NA\"");
+        let e = Config::parse(&bad, "t.toml").unwrap_err().to_string();
+        assert!(e.contains("null_values") && e.contains("line 9"), "{e}");
     }
 
     #[test]

@@ -169,6 +169,11 @@ pub enum FileFormat {
     Csv,
 }
 
+/// What R, pandas, PostgreSQL and MySQL exports write for a missing value:
+/// an empty cell, R's `NA`, `N/A`, `NULL` and `null`, PostgreSQL's and
+/// MySQL's `\N`, `NaN` and spreadsheets' `#N/A`.
+pub const DEFAULT_NULL_VALUES: &[&str] = &["", "NA", "N/A", "NULL", "null", "\\N", "NaN", "#N/A"];
+
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct SourceConfig {
@@ -185,6 +190,9 @@ pub struct SourceConfig {
     pub format: Option<FileFormat>,
     #[serde(default)]
     pub follow: bool,
+    /// CSV: unquoted cells that mean "no value"; unset means
+    /// [`DEFAULT_NULL_VALUES`].
+    pub null_values: Option<Vec<String>>,
     // generate
     pub records: Option<u64>,
     // http
@@ -195,6 +203,31 @@ pub struct SourceConfig {
     pub cursor: Option<Text>,
     pub poll_interval: Option<Dur>,
     pub mode: Option<Text>,
+}
+
+impl SourceConfig {
+    /// A file source's format: `format`, else from the extension (`.csv`
+    /// is CSV, anything else NDJSON).
+    pub fn file_format(&self) -> FileFormat {
+        let path = self.path.as_ref().map(|p| p.as_str()).unwrap_or_default();
+        let csv = std::path::Path::new(path)
+            .extension()
+            .and_then(|e| e.to_str())
+            .is_some_and(|e| e.eq_ignore_ascii_case("csv"));
+        self.format.unwrap_or(if csv {
+            FileFormat::Csv
+        } else {
+            FileFormat::Ndjson
+        })
+    }
+
+    /// The CSV null markers in force: the configured ones or the default.
+    pub fn null_values(&self) -> Vec<String> {
+        match &self.null_values {
+            Some(v) => v.clone(),
+            None => DEFAULT_NULL_VALUES.iter().map(|s| s.to_string()).collect(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize)]

@@ -12,7 +12,7 @@ use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
-use abrq_core::config::FileFormat;
+use abrq_core::config::{FileFormat, DEFAULT_NULL_VALUES};
 use abrq_core::Item;
 use serde_json::Value;
 
@@ -42,6 +42,8 @@ pub struct FileSource {
     cursor: FileCursor,
     /// CSV column names, read once from the first line.
     header: Option<Vec<String>>,
+    /// CSV cells that, unquoted, mean null.
+    null_values: Vec<String>,
 }
 
 impl FileSource {
@@ -65,6 +67,7 @@ impl FileSource {
                 fp_len: 0,
             },
             header: None,
+            null_values: DEFAULT_NULL_VALUES.iter().map(|s| s.to_string()).collect(),
         };
         if let Some(raw) = cursor {
             let saved =
@@ -84,6 +87,12 @@ impl FileSource {
             }
         }
         Ok(src)
+    }
+
+    /// Sets the CSV null markers (the default is [`DEFAULT_NULL_VALUES`]).
+    pub fn with_null_values(mut self, markers: Vec<String>) -> Self {
+        self.null_values = markers;
+        self
     }
 
     pub fn path(&self) -> &Path {

@@ -245,3 +245,89 @@ fn ndjson_follow_restart_resumes_before_a_cut_off_line() {
     let c = s.read_chunk(BIG).unwrap();
     assert_eq!(values(&c.items, "s"), vec![json!("multi\nline")]);
 }
+
+fn read_all(p: &std::path::Path, markers: Option<&[&str]>) -> Vec<serde_json::Value> {
+    let mut s = FileSource::open(p, FileFormat::Csv, false, None).unwrap();
+    if let Some(m) = markers {
+        s = s.with_null_values(m.iter().map(|v| v.to_string()).collect());
+    }
+    records(&s.read_chunk(BIG).unwrap().items)
+}
+
+#[test]
+fn csv_null_markers_are_null_only_unquoted() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("a.csv");
+    // R quotes text and leaves NA bare; PostgreSQL and MySQL write \N
+    append(
+        &p,
+        b"a,b,c,d\nNA,\"NA\",,\"\"\n\\N,NULL,null,N/A\nNaN,#N/A,\"\\N\",x\n",
+    );
+    assert_eq!(
+        read_all(&p, None),
+        vec![
+            json!({"a": null, "b": "NA", "c": null, "d": ""}),
+            json!({"a": null, "b": null, "c": null, "d": null}),
+            json!({"a": null, "b": null, "c": "\\N", "d": "x"}),
+        ]
+    );
+    // the user's own list replaces the default: an empty cell is text
+    assert_eq!(
+        read_all(&p, Some(&["-", "NA"]))[0],
+        json!({"a": null, "b": "NA", "c": "", "d": ""})
+    );
+    assert_eq!(read_all(&p, Some(&[]))[1]["b"], json!("NULL"));
+}
+
+#[test]
+fn csv_quoting_is_read_across_line_ends_and_doubled_quotes() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("a.csv");
+    // CRLF, a blank line, a quoted field with a newline and a doubled
+    // quote before the marker, and a last record without a newline
+    append(
+        &p,
+        b"\xef\xbb\xbfa,b,c\r\n\"x\"\"\ny\",NA,\"NA\"\r\n\r\n\"NA\",NA,1\r\nNA,\"\",NA",
+    );
+    assert_eq!(
+        read_all(&p, None),
+        vec![
+            json!({"a": "x\"\ny", "b": null, "c": "NA"}),
+            json!({"a": "NA", "b": null, "c": 1}),
+            json!({"a": null, "b": "", "c": null}),
+        ]
+    );
+}
+
+#[test]
+fn csv_headers_as_users_have_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("a.csv");
+    // a BOM, R's unnamed row-name column, spaces, dots, padding
+    append(
+        &p,
+        "\u{feff}\"\",bill length (mm), body.mass ,Year\n\"1\",39.1,3750,1970-01-01\n".as_bytes(),
+    );
+    assert_eq!(
+        read_all(&p, None),
+        vec![json!({
+            "column_1": 1,
+            "bill length (mm)": 39.1,
+            "body.mass": 3750,
+            "Year": "1970-01-01",
+        })]
+    );
+}
+
+#[test]
+fn csv_repeated_header_names_are_refused_naming_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("a.csv");
+    append(&p, b"id,name,Name,name \n1,a,b,c\n");
+    let mut s = FileSource::open(&p, FileFormat::Csv, false, None).unwrap();
+    let e = s.read_chunk(BIG).unwrap_err().to_string();
+    assert!(
+        e.contains(":1: header: column 4 is named \"name\" like column 2"),
+        "{e}"
+    );
+}
