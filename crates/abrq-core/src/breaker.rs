@@ -67,6 +67,23 @@ pub enum Permit {
     WaitUntil(DateTime<Utc>),
 }
 
+/// A change of the breaker's state, as each method reports it: the caller
+/// persists the state and emits the event without comparing before and
+/// after.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transition {
+    /// A failure counted toward the threshold; the circuit stays closed.
+    Counted { failures: u32 },
+    /// The circuit opened: the threshold was reached, or a trial failed.
+    /// Every `Opened` is a trip.
+    Opened { until: DateTime<Utc> },
+    /// The cooldown passed: one trial attempt may go.
+    HalfOpened,
+    /// Closed again, or a count of failures cleared, by a success or an
+    /// operator's reset.
+    Closed,
+}
+
 impl Breaker {
     pub fn new(config: BreakerConfig) -> Self {
         Breaker {
@@ -75,51 +92,53 @@ impl Breaker {
         }
     }
 
-    pub fn permit(&mut self, now: DateTime<Utc>) -> Permit {
+    pub fn permit(&mut self, now: DateTime<Utc>) -> (Permit, Option<Transition>) {
         match self.state {
-            BreakerState::Closed { .. } | BreakerState::HalfOpen => Permit::Go,
+            BreakerState::Closed { .. } | BreakerState::HalfOpen => (Permit::Go, None),
             BreakerState::Open { until } if now >= until => {
                 self.state = BreakerState::HalfOpen;
-                Permit::Go
+                (Permit::Go, Some(Transition::HalfOpened))
             }
-            BreakerState::Open { until } => Permit::WaitUntil(until),
+            BreakerState::Open { until } => (Permit::WaitUntil(until), None),
         }
     }
 
-    pub fn on_success(&mut self) {
-        self.state = BreakerState::Closed { failures: 0 };
+    pub fn on_success(&mut self) -> Option<Transition> {
+        self.close()
     }
 
-    /// Records a failed attempt; returns true when this failure trips the
-    /// circuit open (a failed trial re-opens it, which is a trip too).
-    pub fn on_failure(&mut self, now: DateTime<Utc>) -> bool {
-        let open = BreakerState::Open {
-            until: now + self.config.cooldown,
-        };
+    /// Records a failed attempt.
+    pub fn on_failure(&mut self, now: DateTime<Utc>) -> Option<Transition> {
+        let until = now + self.config.cooldown;
         match self.state {
             BreakerState::Closed { failures } => {
                 let failures = failures + 1;
                 if failures >= self.config.failure_threshold.max(1) {
-                    self.state = open;
-                    true
+                    self.state = BreakerState::Open { until };
+                    Some(Transition::Opened { until })
                 } else {
                     self.state = BreakerState::Closed { failures };
-                    false
+                    Some(Transition::Counted { failures })
                 }
             }
             BreakerState::HalfOpen => {
-                self.state = open;
-                true
+                self.state = BreakerState::Open { until };
+                Some(Transition::Opened { until })
             }
             // A failure reported while open cannot come from an attempt we
             // permitted; keep the cooldown as it is.
-            BreakerState::Open { .. } => false,
+            BreakerState::Open { .. } => None,
         }
     }
 
     /// The operator's reset: close at once.
-    pub fn reset(&mut self) {
-        self.state = BreakerState::Closed { failures: 0 };
+    pub fn reset(&mut self) -> Option<Transition> {
+        self.close()
+    }
+
+    fn close(&mut self) -> Option<Transition> {
+        let was = std::mem::replace(&mut self.state, BreakerState::Closed { failures: 0 });
+        (was != self.state).then_some(Transition::Closed)
     }
 }
 
@@ -141,13 +160,24 @@ mod tests {
     #[test]
     fn opens_after_threshold_consecutive_failures() {
         let mut b = breaker();
-        assert!(!b.on_failure(t(0)));
-        assert!(!b.on_failure(t(0)));
-        b.on_success();
-        assert!(!b.on_failure(t(0)));
-        assert!(!b.on_failure(t(0)));
-        assert!(b.on_failure(t(1)));
-        assert_eq!(b.permit(t(5)), Permit::WaitUntil(t(11)));
+        assert_eq!(
+            b.on_failure(t(0)),
+            Some(Transition::Counted { failures: 1 })
+        );
+        assert_eq!(
+            b.on_failure(t(0)),
+            Some(Transition::Counted { failures: 2 })
+        );
+        assert_eq!(b.on_success(), Some(Transition::Closed));
+        assert_eq!(b.on_success(), None, "already closed with no count");
+        b.on_failure(t(0));
+        b.on_failure(t(0));
+        assert_eq!(
+            b.on_failure(t(1)),
+            Some(Transition::Opened { until: t(11) })
+        );
+        assert_eq!(b.on_failure(t(2)), None, "no attempt runs while open");
+        assert_eq!(b.permit(t(5)), (Permit::WaitUntil(t(11)), None));
     }
 
     #[test]
@@ -156,12 +186,16 @@ mod tests {
         for _ in 0..3 {
             b.on_failure(t(0));
         }
-        assert_eq!(b.permit(t(10)), Permit::Go);
+        assert_eq!(b.permit(t(10)), (Permit::Go, Some(Transition::HalfOpened)));
         assert_eq!(b.state, BreakerState::HalfOpen);
-        assert!(b.on_failure(t(10)));
-        assert_eq!(b.permit(t(15)), Permit::WaitUntil(t(20)));
-        assert_eq!(b.permit(t(20)), Permit::Go);
-        b.on_success();
+        assert_eq!(b.permit(t(10)), (Permit::Go, None));
+        assert_eq!(
+            b.on_failure(t(10)),
+            Some(Transition::Opened { until: t(20) })
+        );
+        assert_eq!(b.permit(t(15)), (Permit::WaitUntil(t(20)), None));
+        assert_eq!(b.permit(t(20)).0, Permit::Go);
+        assert_eq!(b.on_success(), Some(Transition::Closed));
         assert_eq!(b.state, BreakerState::Closed { failures: 0 });
     }
 
@@ -171,8 +205,9 @@ mod tests {
         for _ in 0..3 {
             b.on_failure(t(0));
         }
-        b.reset();
-        assert_eq!(b.permit(t(1)), Permit::Go);
+        assert_eq!(b.reset(), Some(Transition::Closed));
+        assert_eq!(b.permit(t(1)), (Permit::Go, None));
         assert_eq!(b.state.gauge(), 0);
+        assert_eq!(b.reset(), None);
     }
 }

@@ -11,8 +11,7 @@ pub mod record;
 pub mod retry;
 
 pub use batch::{idempotency_key, Batch, BatchMeta};
-pub use breaker::Permit;
-pub use breaker::{Breaker, BreakerConfig, BreakerState};
+pub use breaker::{Breaker, BreakerConfig, BreakerState, Permit, Transition};
 pub use destination::{CheckReport, DeliveryReport, Destination};
 pub use error::{DeliveryError, Disposition, ReasonClass};
 pub use record::{Item, Op, Record};

@@ -1,7 +1,6 @@
 //! Operator actions. Each one commits to the store first, writes an audit
 //! entry, then tells the drain loop.
 
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use abrq_state::{DeadLetterRow, NewAudit, SkippedRange, StoreError};
@@ -99,8 +98,7 @@ impl Engine {
                 let on = switch == Switch::Enable;
                 skipped = s.store.set_enabled(stream, destination, on).await?;
                 if let Some(range) = &skipped {
-                    d.hwm.fetch_max(range.to_seq, Ordering::AcqRel);
-                    d.durable_hwm.fetch_max(range.to_seq, Ordering::AcqRel);
+                    d.mark.skipped_to(range.to_seq);
                     s.events.skipped(&d.labels, range);
                 }
             }
@@ -139,7 +137,7 @@ impl Engine {
         let (s, d) = self.locate(stream, destination)?;
         let before = d.with_breaker(|b| {
             let before = b.state;
-            b.reset();
+            let _ = b.reset();
             before
         });
         let state = d.breaker_state();

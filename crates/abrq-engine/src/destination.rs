@@ -1,13 +1,13 @@
 //! What a drain loop shares with operator actions and status: the breaker,
 //! the pause/enable switches and a wake-up signal.
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use abrq_core::{Breaker, Destination, RetryPolicy};
 use tokio::sync::{watch, Notify};
 
 use crate::events::DestLabels;
+use crate::mark::Mark;
 use crate::supervise::{Failure, LoopHealth, LoopKind};
 
 /// The operator's switches, mirrored from the store.
@@ -31,26 +31,12 @@ pub struct DestShared {
     pub switches: watch::Sender<Switches>,
     /// Operator actions (reset, replay) poke this to end a wait early.
     pub wake: Notify,
-    /// Highest seq passed (delivered or dead-lettered), possibly ahead of
-    /// the committed mark while the mark writer catches up.
-    pub hwm: AtomicU64,
-    /// The mark as last committed to the store.
-    pub durable_hwm: AtomicU64,
-    /// Delivered marks for the mark writer to commit.
-    pub marks: watch::Sender<u64>,
+    pub mark: Mark,
     pub drain_health: LoopHealth,
     pub marks_health: LoopHealth,
 }
 
 impl DestShared {
-    pub fn hwm(&self) -> u64 {
-        self.hwm.load(Ordering::Acquire)
-    }
-
-    pub fn durable_hwm(&self) -> u64 {
-        self.durable_hwm.load(Ordering::Acquire)
-    }
-
     /// The failure of this destination's drain loop or mark writer, if any.
     pub fn task_failure(&self) -> Option<(LoopKind, Failure)> {
         [&self.drain_health, &self.marks_health]

@@ -13,8 +13,10 @@ use tokio::sync::{watch, Notify, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+use crate::clock::Clock;
 use crate::destination::{DestShared, Switches};
 use crate::events::{DestLabels, Events};
+use crate::mark::Mark;
 use crate::metrics::Metrics;
 use crate::stream::StreamShared;
 use crate::supervise::{describe, supervise, Failure, LoopHealth, LoopKind};
@@ -169,7 +171,7 @@ impl Engine {
             *s.source_done.borrow()
                 && s.destinations
                     .iter()
-                    .all(|d| !d.switches().enabled || d.hwm() >= s.last_seq())
+                    .all(|d| !d.switches().enabled || d.mark.durable() >= s.last_seq())
         })
     }
 
@@ -272,7 +274,6 @@ async fn register_stream(
         let marks_health = LoopHealth::new(name, dname, LoopKind::Marks);
         events.register_task(&drain_health);
         events.register_task(&marks_health);
-        let (marks, _) = watch::channel(drow.high_water_mark);
         destinations.push(Arc::new(DestShared {
             labels,
             destination: dest,
@@ -283,9 +284,7 @@ async fn register_stream(
             }),
             switches,
             wake: Notify::new(),
-            hwm: AtomicU64::new(drow.high_water_mark),
-            durable_hwm: AtomicU64::new(drow.high_water_mark),
-            marks,
+            mark: Mark::new(drow.high_water_mark),
             drain_health,
             marks_health,
         }));
@@ -317,6 +316,7 @@ async fn register_stream(
         source_done,
         source_health,
         gc_health,
+        clock: Clock::new(),
         idempotency_window: config.server.idempotency_window.0,
         destinations,
         cancel,

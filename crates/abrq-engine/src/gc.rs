@@ -67,7 +67,9 @@ pub async fn collect(stream: &StreamShared) -> Result<u64, abrq_state::StoreErro
         .with_label_values(&[&stream.name])
         .set(stats.bytes as i64);
     for d in &stream.destinations {
-        stream.events.marks(&d.labels, d.hwm(), stats.last_seq);
+        stream
+            .events
+            .marks(&d.labels, d.mark.durable(), stats.last_seq);
     }
     if deleted > 0 {
         tracing::debug!(stream = %stream.name, deleted, "spool gc");

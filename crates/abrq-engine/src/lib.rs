@@ -2,6 +2,7 @@
 //! destination, spool GC, operator actions and status.
 
 pub mod batcher;
+pub mod clock;
 pub mod control;
 pub mod destination;
 pub mod drain;
@@ -9,6 +10,7 @@ pub mod engine;
 pub mod events;
 pub mod gc;
 pub mod ingest;
+pub mod mark;
 pub mod metrics;
 pub mod source_task;
 pub mod status;

@@ -127,11 +127,13 @@ impl Engine {
                 .map(|d| d.drain_health.restarts() + d.marks_health.restarts())
                 .unwrap_or(0);
             let state = destination_state(&row, task_failure.is_some());
+            // The durable mark, the one the gauges and `drained()` read too.
+            let hwm = live.map_or(row.high_water_mark, |d| d.mark.durable());
             destinations.push(DestinationStatus {
                 state,
                 task_failure,
                 restarts,
-                backlog: spool.last_seq.saturating_sub(row.high_water_mark),
+                backlog: spool.last_seq.saturating_sub(hwm),
                 skipped_batches: skipped_ranges.iter().map(SkippedRange::batches).sum(),
                 skipped_ranges,
                 pending_dead_letters: pending,
@@ -143,7 +145,7 @@ impl Engine {
                 kind: row.kind,
                 enabled: row.enabled,
                 paused: row.paused,
-                high_water_mark: row.high_water_mark,
+                high_water_mark: hwm,
                 breaker: row.breaker,
                 last_error: row.last_error,
             });

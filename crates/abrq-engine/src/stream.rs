@@ -11,6 +11,7 @@ use tokio::sync::{watch, Notify};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
+use crate::clock::Clock;
 use crate::destination::DestShared;
 use crate::events::Events;
 use crate::supervise::LoopHealth;
@@ -46,6 +47,8 @@ pub struct StreamShared {
     /// The source task's health: failing while it cannot read or stage.
     pub source_health: LoopHealth,
     pub gc_health: LoopHealth,
+    /// The engine's clock (breaker cooldowns).
+    pub clock: Clock,
     /// How long an ingest Idempotency-Key is remembered.
     pub idempotency_window: Duration,
     pub destinations: Vec<Arc<DestShared>>,

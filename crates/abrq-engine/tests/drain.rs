@@ -129,7 +129,12 @@ fn hwm(r: &Rig) -> u64 {
         .unwrap()
         .destination("d")
         .unwrap()
-        .hwm()
+        .mark
+        .durable()
+}
+
+fn attempts(r: &Rig) -> u64 {
+    *r.dest.attempts.lock().unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -202,7 +207,12 @@ async fn retries_exhausted_becomes_a_dead_letter() {
     r.engine.shutdown().await;
 }
 
-#[tokio::test(flavor = "multi_thread")]
+// The tests below stop tokio's clock once the loop is where they want it
+// and move it by hand: an hour of cooldown passes at once, and "nothing
+// happened" is checked over that hour instead of a real-time sleep. (The
+// state store works on real threads, so the clock runs while it does.)
+
+#[tokio::test]
 async fn open_breaker_makes_no_attempts_until_reset() {
     let r = rig(1000, 2, "1h", vec![Step::Transient; 2]).await;
     ingest(&r, 1).await;
@@ -211,20 +221,55 @@ async fn open_breaker_makes_no_attempts_until_reset() {
         m.circuit_opened.with_label_values(&["local"]).get() == 1
     })
     .await;
-    let attempts = *r.dest.attempts.lock().unwrap();
-    assert_eq!(attempts, 2);
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    assert_eq!(
-        *r.dest.attempts.lock().unwrap(),
-        2,
-        "no attempts while open"
-    );
+    assert_eq!(attempts(&r), 2);
+    tokio::time::pause();
+    tokio::time::advance(Duration::from_secs(59 * 60)).await;
+    tokio::task::yield_now().await;
+    assert_eq!(attempts(&r), 2, "no attempts while open");
+    tokio::time::resume();
     r.engine.reset_breaker("s", "d", "test").await.unwrap();
     wait_for("delivered after reset", || hwm(&r) == 1).await;
+    assert_eq!(attempts(&r), 3);
     r.engine.shutdown().await;
 }
 
-#[tokio::test(flavor = "multi_thread")]
+#[tokio::test]
+async fn open_breaker_lets_one_trial_through_after_its_cooldown() {
+    let r = rig(1000, 2, "1h", vec![Step::Transient; 3]).await;
+    ingest(&r, 1).await;
+    let m = r.engine.metrics.clone();
+    wait_for("breaker open", || {
+        m.circuit_opened.with_label_values(&["local"]).get() == 1
+    })
+    .await;
+    tokio::time::pause();
+    tokio::time::advance(Duration::from_secs(59 * 60)).await;
+    tokio::task::yield_now().await;
+    assert_eq!(attempts(&r), 2, "still cooling down");
+    // Past the cooldown: one trial, which fails and opens the circuit
+    // again (a second trip), then no attempt for another hour.
+    tokio::time::advance(Duration::from_secs(2 * 60)).await;
+    tokio::time::resume();
+    wait_for("a second trip", || {
+        m.circuit_opened.with_label_values(&["local"]).get() == 2
+    })
+    .await;
+    assert_eq!(attempts(&r), 3, "exactly one trial");
+    tokio::time::pause();
+    tokio::time::advance(Duration::from_secs(59 * 60)).await;
+    tokio::task::yield_now().await;
+    assert_eq!(attempts(&r), 3);
+    // The next trial succeeds and closes it.
+    tokio::time::advance(Duration::from_secs(2 * 60)).await;
+    tokio::time::resume();
+    wait_for("delivered by the second trial", || hwm(&r) == 1).await;
+    assert_eq!(attempts(&r), 4);
+    let state = r.store.destination("s", "d").await.unwrap().breaker;
+    assert_eq!(state, abrq_core::BreakerState::Closed { failures: 0 });
+    r.engine.shutdown().await;
+}
+
+#[tokio::test]
 async fn paused_destination_waits_and_keeps_its_batches() {
     let r = rig(10, 100, "1s", vec![]).await;
     r.engine
@@ -232,8 +277,12 @@ async fn paused_destination_waits_and_keeps_its_batches() {
         .await
         .unwrap();
     ingest(&r, 3).await;
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    tokio::time::pause();
+    tokio::time::advance(Duration::from_secs(3600)).await;
+    tokio::task::yield_now().await;
+    tokio::time::resume();
     assert_eq!(hwm(&r), 0);
+    assert_eq!(attempts(&r), 0);
     abrq_engine::gc::collect(&r.engine.stream("s").unwrap())
         .await
         .unwrap();

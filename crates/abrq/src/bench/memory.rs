@@ -68,7 +68,7 @@ database = "{out}-held"
         let staged = metrics.records_staged.with_label_values(&["bench"]).get();
         let live = engine
             .stream("bench")
-            .and_then(|s| s.destination("live").map(|d| d.hwm()));
+            .and_then(|s| s.destination("live").map(|d| d.mark.durable()));
         let last = engine.stream("bench").map(|s| s.last_seq()).unwrap_or(0);
         if staged >= next {
             samples.push((staged, rss_kib()));

@@ -1,0 +1,198 @@
+//! One drain loop per (stream, destination). The high-water mark moves only
+//! after the destination durably accepted a batch (or it was dead-lettered);
+//! a batch is never skipped (head-of-line), transient failures back off with
+//! full jitter, the breaker stops attempts while open, and a permanent
+//! failure dead-letters at once.
+//!
+//! The loop is a sequence of steps, each with one job: wait while switched
+//! off, load the next work ([`work`]), wait for the breaker's permit, make
+//! one attempt, settle its outcome ([`settle`]). The mark is committed by
+//! its own task ([`marks`]).
+
+mod marks;
+mod settle;
+mod work;
+
+pub use marks::{flush_mark, run_marks};
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use abrq_core::{DeliveryError, DeliveryReport, Permit};
+use abrq_state::StoreError;
+use chrono::{DateTime, Utc};
+use rand::rngs::StdRng;
+use rand::SeedableRng;
+use tokio::sync::watch;
+
+use crate::destination::{DestShared, Switches};
+use crate::stream::StreamShared;
+use crate::supervise::{describe, supervise};
+use work::Work;
+
+/// The drain loop of one destination, under its supervisor.
+pub async fn run(stream: Arc<StreamShared>, dest: Arc<DestShared>) {
+    supervise(
+        &dest.drain_health,
+        &stream.events,
+        &stream.cancel,
+        || async {
+            Drainer::new(&stream, &dest)
+                .run()
+                .await
+                .map_err(|e| describe(&e))
+        },
+    )
+    .await
+}
+
+/// What a step leaves the loop to do.
+enum Flow {
+    Next,
+    Stop,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("attempt timed out after {0:?}")]
+struct AttemptTimeout(Duration);
+
+struct Drainer<'a> {
+    stream: &'a StreamShared,
+    dest: &'a DestShared,
+    staged: watch::Receiver<u64>,
+    switches: watch::Receiver<Switches>,
+    rng: StdRng,
+    /// The batch in hand, kept across failed attempts.
+    current: Option<Work>,
+    /// Attempts at `current`.
+    attempts: u32,
+}
+
+impl<'a> Drainer<'a> {
+    fn new(stream: &'a StreamShared, dest: &'a DestShared) -> Drainer<'a> {
+        Drainer {
+            stream,
+            dest,
+            staged: stream.staged.subscribe(),
+            switches: dest.switches.subscribe(),
+            rng: StdRng::from_os_rng(),
+            current: None,
+            attempts: 0,
+        }
+    }
+
+    async fn run(mut self) -> Result<(), StoreError> {
+        while let Flow::Next = self.step().await? {}
+        Ok(())
+    }
+
+    async fn step(&mut self) -> Result<Flow, StoreError> {
+        if self.stream.cancel.is_cancelled() {
+            return Ok(Flow::Stop);
+        }
+        if !self.dest.switches().draining() {
+            return Ok(self.wait_switched_on().await);
+        }
+        if self.current.is_none() {
+            self.current = work::next(self.stream, self.dest).await?;
+            self.attempts = 0;
+            self.dest.drain_health.progressed();
+            if self.current.is_none() {
+                return Ok(self.wait_for_work().await);
+            }
+        }
+        if let Some(until) = self.await_permit().await? {
+            return Ok(self.wait_for_breaker(until).await);
+        }
+        if !self.dest.switches().draining() {
+            // Paused or disabled while the batch was being read: an operator
+            // who saw the pause acknowledged must not see one more delivery.
+            return Ok(Flow::Next);
+        }
+        let (result, took) = self.attempt().await;
+        self.settle(result, took).await
+    }
+
+    /// Paused or disabled: the batch in hand is dropped (it is read again
+    /// later) until a switch changes.
+    async fn wait_switched_on(&mut self) -> Flow {
+        self.current = None;
+        self.attempts = 0;
+        tokio::select! {
+            _ = self.stream.cancel.cancelled() => Flow::Stop,
+            _ = self.switches.changed() => Flow::Next,
+        }
+    }
+
+    /// Nothing to deliver: wait for a stage, a switch or an operator.
+    async fn wait_for_work(&mut self) -> Flow {
+        self.staged.borrow_and_update();
+        if self.stream.last_seq() > self.dest.mark.accepted() {
+            return Flow::Next; // staged between the read and the subscribe
+        }
+        tokio::select! {
+            _ = self.stream.cancel.cancelled() => Flow::Stop,
+            _ = self.staged.changed() => Flow::Next,
+            _ = self.switches.changed() => Flow::Next,
+            _ = self.dest.wake.notified() => Flow::Next,
+        }
+    }
+
+    /// The breaker's permit: None to go, or the time it opens again.
+    async fn await_permit(&mut self) -> Result<Option<DateTime<Utc>>, StoreError> {
+        let now = self.stream.clock.now();
+        let (permit, change) = self.dest.with_breaker(|b| b.permit(now));
+        if let Some(t) = change {
+            self.breaker_changed(t).await?;
+        }
+        Ok(match permit {
+            Permit::Go => None,
+            Permit::WaitUntil(until) => Some(until),
+        })
+    }
+
+    /// Open circuit: no attempt and no retry budget spent until the
+    /// cooldown ends, an operator resets it, or a switch changes.
+    async fn wait_for_breaker(&mut self, until: DateTime<Utc>) -> Flow {
+        let wait = self.stream.clock.until(until);
+        tokio::select! {
+            _ = self.stream.cancel.cancelled() => Flow::Stop,
+            _ = tokio::time::sleep(wait) => Flow::Next,
+            _ = self.dest.wake.notified() => Flow::Next,
+            _ = self.switches.changed() => Flow::Next,
+        }
+    }
+
+    /// One delivery attempt of the batch in hand, bounded by the attempt
+    /// timeout.
+    async fn attempt(&mut self) -> (Result<DeliveryReport, DeliveryError>, Duration) {
+        let work = self.current.as_ref().expect("work was loaded");
+        self.attempts += 1;
+        let timeout = self.dest.retry.attempt_timeout;
+        let started = Instant::now();
+        let result = tokio::time::timeout(timeout, self.dest.destination.deliver(work.batch()))
+            .await
+            .unwrap_or_else(|_| Err(DeliveryError::transient(AttemptTimeout(timeout))));
+        (result, started.elapsed())
+    }
+
+    /// Persists a breaker change and reports it.
+    async fn breaker_changed(&self, t: abrq_core::Transition) -> Result<(), StoreError> {
+        let (stream, dest) = (self.stream, self.dest);
+        let state = dest.breaker_state();
+        match t {
+            abrq_core::Transition::Opened { until } => {
+                stream.events.circuit_opened(&dest.labels, Some(until))
+            }
+            abrq_core::Transition::Closed => stream
+                .events
+                .circuit_closed(&dest.labels, "successful attempt"),
+            abrq_core::Transition::Counted { .. } | abrq_core::Transition::HalfOpened => {}
+        }
+        stream.events.breaker_changed(&dest.labels, &state);
+        stream
+            .store
+            .save_breaker(&stream.name, &dest.labels.destination, &state)
+            .await
+    }
+}

@@ -1,0 +1,145 @@
+//! The outcome of an attempt: a success moves the mark (or ends a replay)
+//! and closes the breaker; a failure is counted by the breaker, then
+//! dead-letters the batch (the batch's own fault, or its retries are spent)
+//! or backs off with full jitter before the next attempt.
+
+use std::time::Duration;
+
+use abrq_core::{DeliveryError, DeliveryReport, Disposition, ReasonClass};
+use abrq_state::StoreError;
+
+use super::work::Work;
+use super::{Drainer, Flow};
+use crate::destination::DestShared;
+use crate::stream::StreamShared;
+
+impl Drainer<'_> {
+    pub(super) async fn settle(
+        &mut self,
+        result: Result<DeliveryReport, DeliveryError>,
+        took: Duration,
+    ) -> Result<Flow, StoreError> {
+        match result {
+            Ok(report) => {
+                self.succeeded(report, took).await?;
+                Ok(Flow::Next)
+            }
+            Err(err) => self.failed(err, took).await,
+        }
+    }
+
+    async fn succeeded(
+        &mut self,
+        report: DeliveryReport,
+        took: Duration,
+    ) -> Result<(), StoreError> {
+        let (stream, dest) = (self.stream, self.dest);
+        let work = self.current.take().expect("work in hand");
+        let meta = &work.batch().meta;
+        match &work {
+            Work::Spool(_) => dest.mark.delivered(meta.seq),
+            Work::Replay { id, .. } => {
+                if finish_replay(stream, dest, *id, Ok(())).await? {
+                    stream.events.replayed(&dest.labels, *id, meta.seq);
+                }
+            }
+        }
+        stream.events.delivered(&dest.labels, meta, &report, took);
+        if let Some(t) = dest.with_breaker(|b| b.on_success()) {
+            self.breaker_changed(t).await?;
+        }
+        Ok(())
+    }
+
+    async fn failed(&mut self, err: DeliveryError, took: Duration) -> Result<Flow, StoreError> {
+        let (stream, dest) = (self.stream, self.dest);
+        let seq = self
+            .current
+            .as_ref()
+            .expect("work in hand")
+            .batch()
+            .meta
+            .seq;
+        let attempts = self.attempts;
+        stream
+            .events
+            .attempt_failed(&dest.labels, seq, attempts, &err, took);
+        let describe = err.describe();
+        stream
+            .store
+            .set_last_error(&stream.name, &dest.labels.destination, Some(&describe))
+            .await?;
+        let class = match err.disposition {
+            Disposition::DeadLetter(class) => Some(class),
+            Disposition::Retry => {
+                let now = stream.clock.now();
+                if let Some(t) = dest.with_breaker(|b| b.on_failure(now)) {
+                    self.breaker_changed(t).await?;
+                }
+                (attempts >= dest.retry.max_attempts).then_some(ReasonClass::RetriesExhausted)
+            }
+        };
+        if let Some(class) = class {
+            let work = self.current.take().expect("work in hand");
+            dead_letter(stream, dest, work, class, &describe, attempts).await?;
+            return Ok(Flow::Next);
+        }
+        let pause = err
+            .retry_after
+            .unwrap_or_else(|| dest.retry.backoff(attempts, &mut self.rng));
+        Ok(tokio::select! {
+            _ = stream.cancel.cancelled() => Flow::Stop,
+            _ = tokio::time::sleep(pause) => Flow::Next,
+            _ = dest.wake.notified() => Flow::Next,
+        })
+    }
+}
+
+async fn dead_letter(
+    stream: &StreamShared,
+    dest: &DestShared,
+    work: Work,
+    class: ReasonClass,
+    error: &str,
+    attempts: u32,
+) -> Result<(), StoreError> {
+    match work {
+        Work::Spool(batch) => {
+            let seq = batch.meta.seq;
+            stream
+                .store
+                .dead_letter(&dest.labels.destination, &batch, class, error, attempts)
+                .await?;
+            dest.mark.dead_lettered(seq);
+            let events = &stream.events;
+            events.dead_lettered(&dest.labels, seq, class, error);
+            events.marks(&dest.labels, dest.mark.durable(), stream.last_seq());
+        }
+        Work::Replay { id, batch } => {
+            // It stays one pending dead letter, with the newer reason.
+            if finish_replay(stream, dest, id, Err((class, error.to_string()))).await? {
+                tracing::error!(stream = %stream.name, destination = %dest.labels.destination, id, seq = batch.meta.seq, reason_class = %class, "replay failed; dead letter stays pending");
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Ends a replay. False when an operator discarded the dead letter while
+/// its replay ran: the discard stands (and was audited), the loop goes on.
+pub(super) async fn finish_replay(
+    stream: &StreamShared,
+    dest: &DestShared,
+    id: i64,
+    outcome: Result<(), (ReasonClass, String)>,
+) -> Result<bool, StoreError> {
+    let delivered = outcome.is_ok();
+    match stream.store.finish_replay(id, outcome).await {
+        Ok(()) => Ok(true),
+        Err(StoreError::NotPending { state, .. }) => {
+            tracing::warn!(stream = %stream.name, destination = %dest.labels.destination, id, state, delivered, "dead letter was no longer pending when its replay ended");
+            Ok(false)
+        }
+        Err(e) => Err(e),
+    }
+}
