@@ -348,8 +348,11 @@ pub enum ColumnsPolicy {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum TypesPolicy {
+    /// Widen a column for a value it cannot hold, up to text for text.
     #[default]
     Widen,
+    /// Widen only within a kind, keeping every stored value exact.
+    WidenStrict,
     DiscardValues,
     DiscardRows,
     Freeze,

@@ -113,6 +113,7 @@ impl Dialect {
             Numeric(Some((p, s))) => format!("{}({p},{s})", if pg { "numeric" } else { "decimal" }),
             Text(None) => if pg { "text" } else { "longtext" }.into(),
             Text(Some(n)) => format!("varchar({n})"),
+            Date => "date".into(),
             Timestamp => if pg { "timestamptz" } else { "datetime(6)" }.into(),
             Json => if pg { "jsonb" } else { "json" }.into(),
             Other { name, .. } => name.clone(),
@@ -160,6 +161,7 @@ impl Dialect {
                 [n, ..] => SqlType::Text(Some(*n)),
                 [] => SqlType::Text(None),
             },
+            "date" => SqlType::Date,
             "timestamptz" | "timestamp with time zone" | "datetime" => SqlType::Timestamp,
             // PostgreSQL's zone-less timestamp would drop an offset silently
             "timestamp" if self == Dialect::Mysql => SqlType::Timestamp,
@@ -228,6 +230,7 @@ mod tests {
                 SqlType::Numeric(Some((12, 3))),
                 SqlType::Text(None),
                 SqlType::Text(Some(40)),
+                SqlType::Date,
                 SqlType::Timestamp,
                 SqlType::Json,
             ] {

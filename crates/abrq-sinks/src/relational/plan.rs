@@ -16,7 +16,9 @@ use serde_json::Value;
 
 use super::names::{BadNames, Spellings};
 use super::table::{Column, TableInfo};
-use super::types::{fits, holds, join, natural, widen_for, widen_to, Cell, Dialect, SqlType};
+use super::types::{
+    fits, holds, join, natural, widen_for, widen_to, Cell, Dialect, Reach, SqlType,
+};
 
 /// The policies a plan follows.
 #[derive(Debug, Clone)]
@@ -195,8 +197,8 @@ pub fn plan<'a>(
         }
         // declared types can be too narrow for the values: the types
         // policy decides, and a widening simply becomes the created type
-        if p.drift.types == TypesPolicy::Widen {
-            widen_for_values(batch, &mut table, &[], &mut Vec::new(), p)?;
+        if widens(p) {
+            widen_for_values(batch, &mut table, &declared, &[], &mut Vec::new(), p)?;
         }
     } else {
         counts.ignored_schemas += apply_declarations(batch, &mut table, &mut add, &mut alter, p);
@@ -213,8 +215,8 @@ pub fn plan<'a>(
                 }
             }
         }
-        if p.drift.types == TypesPolicy::Widen {
-            widen_for_values(batch, &mut table, &add, &mut alter, p)?;
+        if widens(p) {
+            widen_for_values(batch, &mut table, &declared, &add, &mut alter, p)?;
         }
     }
     let create = fresh && !table.columns.is_empty();
@@ -314,7 +316,7 @@ fn apply_declarations(
                 None => skipped = true,
                 Some(c) if holds(&c.ty, &want) => {}
                 Some(c) => match widen_to(&c.ty, &want, p.dialect) {
-                    Some(w) if p.drift.types == TypesPolicy::Widen => {
+                    Some(w) if widens(p) => {
                         c.ty = w;
                         note(alter, add, name);
                     }
@@ -334,16 +336,33 @@ fn note(alter: &mut Vec<String>, add: &[String], name: &str) {
     }
 }
 
-/// `types = widen`: widens each column until it holds every value the
-/// batch writes to it, or fails the batch at the first value no widening
-/// can hold.
+fn widens(p: &Policy) -> bool {
+    match p.drift.types {
+        TypesPolicy::Widen | TypesPolicy::WidenStrict => true,
+        TypesPolicy::DiscardValues | TypesPolicy::DiscardRows | TypesPolicy::Freeze => false,
+    }
+}
+
+/// `types = widen` or `widen_strict`: widens each column until it holds
+/// every value the batch writes to it, or fails the batch at the first
+/// value no widening can hold. A column this batch declares widens only
+/// exactly: declared types win over values.
 fn widen_for_values(
     batch: &Batch,
     table: &mut TableInfo,
+    declared: &indexmap_lite::Ordered<SqlType>,
     add: &[String],
     alter: &mut Vec<String>,
     p: &Policy,
 ) -> Result<(), PlanError> {
+    let reach = |name: &str| match p.drift.types {
+        TypesPolicy::Widen if !declared.contains_key(name) => Reach::Text,
+        TypesPolicy::Widen
+        | TypesPolicy::WidenStrict
+        | TypesPolicy::DiscardValues
+        | TypesPolicy::DiscardRows
+        | TypesPolicy::Freeze => Reach::Exact,
+    };
     let index: HashMap<String, usize> = table
         .index()
         .into_iter()
@@ -363,7 +382,7 @@ fn widen_for_values(
             if fits(&col.ty, v) {
                 continue;
             }
-            let Some(w) = widen_for(&col.ty, v, p.dialect) else {
+            let Some(w) = widen_for(&col.ty, v, p.dialect, reach(k)) else {
                 return Err(drift_value(i, col, v, p.dialect));
             };
             col.ty = w;

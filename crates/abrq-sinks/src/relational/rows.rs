@@ -109,7 +109,7 @@ fn convert<'a>(
                     counts.dropped_rows += 1;
                     return Ok(None);
                 }
-                TypesPolicy::Freeze | TypesPolicy::Widen => {
+                TypesPolicy::Freeze | TypesPolicy::Widen | TypesPolicy::WidenStrict => {
                     return Err(drift_value(i, col, v, p.dialect))
                 }
             },

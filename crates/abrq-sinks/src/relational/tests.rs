@@ -96,8 +96,8 @@ fn a_missing_table_is_created_from_the_batch() {
         .iter()
         .map(|c| (c.name.as_str(), &c.ty))
         .collect();
-    // declared types win and come first (2.5 widens the declared bigint to
-    // numeric); the null-only field waits for a value
+    // declared types win and come first (2.5 widens the declared bigint
+    // exactly, to numeric); the null-only field waits for a value
     assert_eq!(
         cols,
         vec![
@@ -192,11 +192,95 @@ fn freeze_blocks_at_the_record() {
 }
 
 #[test]
-fn widen_without_a_path_is_drift() {
+fn widen_strict_without_a_path_is_drift() {
     let b = batch(vec![ins(json!({"id": "not a number"}))]);
+    let strict = policy(ColumnsPolicy::Evolve, TypesPolicy::WidenStrict);
+    match plan(&b, Some(&table()), &strict) {
+        Err(PlanError::Drift { item: 0, message }) => {
+            assert!(
+                message.contains(r#"value "not a number" does not fit column "id" of type bigint"#),
+                "{message}"
+            )
+        }
+        other => panic!("{other:?}"),
+    }
+    // widen_strict still widens within a kind
+    let b = batch(vec![ins(json!({"id": 2.5, "name": "longer than five"}))]);
+    let p = plan(&b, Some(&table()), &strict).unwrap();
+    assert_eq!(p.table.columns[0].ty, SqlType::Numeric(None));
+    assert_eq!(p.table.columns[1].ty, SqlType::Text(None));
+}
+
+/// Table `(at date, x double precision, n bigint)`.
+fn measured() -> TableInfo {
+    let col = |name: &str, ty| Column {
+        name: name.into(),
+        ty,
+        nullable: true,
+    };
+    TableInfo {
+        columns: vec![
+            col("at", SqlType::Date),
+            col("x", SqlType::Float(64)),
+            col("n", SqlType::Int(64)),
+        ],
+        key: vec![],
+    }
+}
+
+#[test]
+fn widen_takes_a_column_to_text_only_for_text() {
+    // nulls fit anything: nothing changes
+    let b = batch(vec![ins(json!({"at": null, "x": null, "n": null}))]);
+    let p = plan(&b, Some(&measured()), &default_policy()).unwrap();
+    assert!(!p.has_ddl());
+    // a fraction, an instant: still numbers and times
+    let b = batch(vec![
+        ins(json!({"at": "2024-01-02", "x": 1, "n": 7})),
+        ins(json!({"at": "2024-01-02T03:04:05+01:00", "x": 2.5, "n": 2.5})),
+    ]);
+    let p = plan(&b, Some(&measured()), &default_policy()).unwrap();
+    assert_eq!(p.alter, vec!["at".to_string(), "n".to_string()]);
+    let types: Vec<&SqlType> = p.table.columns.iter().map(|c| &c.ty).collect();
+    assert_eq!(
+        types,
+        [
+            &SqlType::Timestamp,
+            &SqlType::Float(64),
+            &SqlType::Float(64)
+        ]
+    );
+    // text makes text, and the row is written as text
+    let b = batch(vec![ins(json!({"x": "calm", "at": "soon", "n": 3}))]);
+    let p = plan(&b, Some(&measured()), &default_policy()).unwrap();
+    assert_eq!(p.alter, vec!["x".to_string(), "at".to_string()]);
+    assert_eq!(p.table.column("x").unwrap().ty, SqlType::Text(None));
+    assert_eq!(
+        written(&p)[0].1,
+        &[
+            Cell::Text("soon".into()),
+            Cell::Text("calm".into()),
+            Cell::Int(3)
+        ]
+    );
+}
+
+#[test]
+fn declared_columns_widen_only_exactly() {
+    let schema = Item::Schema {
+        columns: obj(json!({"x": "double precision"})),
+    };
+    let b = batch(vec![schema.clone(), ins(json!({"x": "calm"}))]);
+    match plan(&b, Some(&measured()), &default_policy()) {
+        Err(PlanError::Drift { item: 1, message }) => {
+            assert!(message.contains("double precision"), "{message}")
+        }
+        other => panic!("{other:?}"),
+    }
+    // a fresh table too: the declaration is the type
     assert!(matches!(
-        plan(&b, Some(&table()), &default_policy()),
-        Err(PlanError::Drift { item: 0, .. })
+        plan(&b, None, &default_policy()),
+        Err(PlanError::Drift { item: 1, .. })
     ));
 }
 

@@ -1,15 +1,22 @@
 //! Column types as abrq reasons about them, for both engines: what a JSON
-//! value needs, whether a column can hold a value, and the widening chain
-//! (int -> bigint -> numeric, real -> double, numeric(p,s) -> numeric,
-//! varchar(n) -> text) along which every old value stays representable.
+//! value needs, whether a column can hold a value, and how a column widens
+//! for a value it cannot hold.
+//!
+//! Exact widening keeps every stored value as it is and stays within a
+//! kind: int -> bigint -> numeric, real -> double, numeric(p,s) -> numeric,
+//! varchar(n) -> text, date -> timestamp. Widening to text also takes an
+//! integer column to double precision for a fraction and any scalar column
+//! to text for a value that is text, so a column ends up with the type its
+//! values would have had in one batch, whichever batch came first: the
+//! same lattice [`join`] uses for a new column.
 
 use std::borrow::Cow;
 
-use chrono::{DateTime, NaiveDateTime, Utc};
+use chrono::{DateTime, Datelike, NaiveDate, NaiveDateTime, Utc};
 use serde_json::Value;
 
-/// A column type. `Other` is a type abrq does not model (uuid, date, an
-/// enum...): values are sent as text and the server converts them.
+/// A column type. `Other` is a type abrq does not model (uuid, an enum,
+/// time...): values are sent as text and the server converts them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SqlType {
     Bool,
@@ -22,6 +29,8 @@ pub enum SqlType {
     Numeric(Option<(u32, u32)>),
     /// Text with an optional length limit in characters.
     Text(Option<u32>),
+    /// A calendar day: `date` in both.
+    Date,
     /// An instant: `timestamptz` in PostgreSQL, UTC `datetime(6)` in MySQL.
     Timestamp,
     Json,
@@ -31,6 +40,16 @@ pub enum SqlType {
         name: String,
         cast: String,
     },
+}
+
+/// How far a column may widen for a value it cannot hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reach {
+    /// Within its kind, every stored value kept exactly.
+    Exact,
+    /// Also an integer column to double precision for a fraction, and a
+    /// scalar column to text for a value that is text.
+    Text,
 }
 
 /// The engines' spellings. Type names and quoting live in `dialect.rs`.
@@ -60,6 +79,7 @@ pub enum Cell<'a> {
     /// An exact number as decimal text.
     Decimal(String),
     Text(Cow<'a, str>),
+    Date(NaiveDate),
     Ts(DateTime<Utc>),
     Json(&'a Value),
 }
@@ -69,7 +89,7 @@ impl Cell<'_> {
     pub fn wire_len(&self) -> usize {
         match self {
             Cell::Null | Cell::Bool(_) => 1,
-            Cell::Int(_) | Cell::Float(_) | Cell::Ts(_) => 8,
+            Cell::Int(_) | Cell::Float(_) | Cell::Date(_) | Cell::Ts(_) => 8,
             Cell::Decimal(s) => s.len(),
             Cell::Text(s) => s.len(),
             // serialised length is not known without serialising; a JSON
@@ -103,14 +123,26 @@ pub fn natural(v: &Value, d: Dialect) -> Option<SqlType> {
         Value::Number(n) if n.is_i64() => Some(SqlType::Int(64)),
         Value::Number(n) if n.is_u64() => Some(d.unbounded_numeric()),
         Value::Number(_) => Some(SqlType::Float(64)),
+        Value::String(s) if parse_date(s).is_some() => Some(SqlType::Date),
         Value::String(s) if parse_timestamp(s).is_some() => Some(SqlType::Timestamp),
         Value::String(_) => Some(SqlType::Text(None)),
         Value::Array(_) | Value::Object(_) => Some(SqlType::Json),
     }
 }
 
+/// `YYYY-MM-DD`, a day from year 1 on (the engines take no year 0).
+pub fn parse_date(s: &str) -> Option<NaiveDate> {
+    let b = s.as_bytes();
+    if b.len() != 10 || b[4] != b'-' || b[7] != b'-' || !b[0].is_ascii_digit() {
+        return None;
+    }
+    NaiveDate::parse_from_str(s, "%Y-%m-%d")
+        .ok()
+        .filter(|d| d.year() >= 1)
+}
+
 /// RFC 3339 with an offset, or a bare `YYYY-MM-DD[T ]HH:MM:SS[.f]` taken
-/// as UTC (what MySQL `datetime` sources emit).
+/// as UTC (what MySQL `datetime` sources and pandas write).
 pub fn parse_timestamp(s: &str) -> Option<DateTime<Utc>> {
     // cheap reject first: most text is not a date
     let b = s.as_bytes();
@@ -209,7 +241,11 @@ pub fn cell<'a>(ty: &SqlType, v: &'a Value) -> Option<Cell<'a>> {
                 Some(_) | None => Some(Cell::Text(t)),
             }
         }
-        (SqlType::Timestamp, Value::String(s)) => parse_timestamp(s).map(Cell::Ts),
+        (SqlType::Date, Value::String(s)) => parse_date(s).map(Cell::Date),
+        // a day is its first instant, in UTC
+        (SqlType::Timestamp, Value::String(s)) => parse_timestamp(s)
+            .or_else(|| Some(parse_date(s)?.and_time(chrono::NaiveTime::MIN).and_utc()))
+            .map(Cell::Ts),
         (SqlType::Json, v) => Some(Cell::Json(v)),
         (SqlType::Other { .. }, v) => Some(Cell::Text(text_of(v))),
         (
@@ -217,6 +253,7 @@ pub fn cell<'a>(ty: &SqlType, v: &'a Value) -> Option<Cell<'a>> {
             | SqlType::Int(_)
             | SqlType::Float(_)
             | SqlType::Numeric(_)
+            | SqlType::Date
             | SqlType::Timestamp,
             _,
         ) => None,
@@ -228,19 +265,24 @@ pub fn fits(ty: &SqlType, v: &Value) -> bool {
     cell(ty, v).is_some()
 }
 
-/// The types `ty` may be altered to without losing any stored value,
-/// narrowest first. Anything else would need a lossy conversion.
-fn chain(ty: &SqlType, d: Dialect) -> Vec<SqlType> {
-    match ty {
+/// The types `ty` may be altered to, narrowest first. With
+/// [`Reach::Exact`] every stored value stays as it is; [`Reach::Text`]
+/// adds double precision after the integers (for fractions only, see
+/// [`widen_for`]) and text last, which holds every scalar's text.
+fn chain(ty: &SqlType, d: Dialect, reach: Reach) -> Vec<SqlType> {
+    let loose = reach == Reach::Text;
+    let mut out = match ty {
         SqlType::Int(bits) => [16, 32, 64]
             .into_iter()
             .filter(|b| b > bits)
             .map(SqlType::Int)
+            .chain(loose.then_some(SqlType::Float(64)))
             .chain([d.unbounded_numeric()])
             .collect(),
         SqlType::Float(32) => vec![SqlType::Float(64)],
         SqlType::Numeric(Some(_)) if *ty != d.unbounded_numeric() => vec![d.unbounded_numeric()],
         SqlType::Text(Some(_)) => vec![SqlType::Text(None)],
+        SqlType::Date => vec![SqlType::Timestamp],
         SqlType::Bool
         | SqlType::Float(_)
         | SqlType::Numeric(_)
@@ -248,12 +290,29 @@ fn chain(ty: &SqlType, d: Dialect) -> Vec<SqlType> {
         | SqlType::Timestamp
         | SqlType::Json
         | SqlType::Other { .. } => vec![],
+    };
+    let scalar = matches!(
+        ty,
+        SqlType::Bool
+            | SqlType::Int(_)
+            | SqlType::Float(_)
+            | SqlType::Numeric(_)
+            | SqlType::Date
+            | SqlType::Timestamp
+    );
+    if loose && scalar {
+        out.push(SqlType::Text(None));
     }
+    out
 }
 
-/// The narrowest widening of `ty` that holds `v`, if there is one.
-pub fn widen_for(ty: &SqlType, v: &Value, d: Dialect) -> Option<SqlType> {
-    chain(ty, d).into_iter().find(|t| fits(t, v))
+/// The narrowest widening of `ty` that holds `v`, if there is one. An
+/// integer goes to an exact type, never to double precision.
+pub fn widen_for(ty: &SqlType, v: &Value, d: Dialect, reach: Reach) -> Option<SqlType> {
+    let integer = v.as_i64().is_some() || v.as_u64().is_some();
+    chain(ty, d, reach)
+        .into_iter()
+        .find(|t| fits(t, v) && !(integer && matches!(t, SqlType::Float(_))))
 }
 
 /// Whether every value of type `b` is a value of type `a`.
@@ -270,15 +329,18 @@ pub fn holds(a: &SqlType, b: &SqlType) -> bool {
         // approximate columns take any number, as the engines do
         (Numeric(Some(_)), Float(_)) | (Float(_), Int(_) | Numeric(_)) => true,
         (Text(None), Text(_)) => true,
+        (Timestamp, Date) => true,
         (Text(Some(n)), Text(Some(m))) => n >= m,
         (Json, _) => true,
         _ => false,
     }
 }
 
-/// The narrowest widening of `ty` that holds every value of `want`.
+/// The narrowest exact widening of `ty` that holds every value of `want`.
 pub fn widen_to(ty: &SqlType, want: &SqlType, d: Dialect) -> Option<SqlType> {
-    chain(ty, d).into_iter().find(|t| holds(t, want))
+    chain(ty, d, Reach::Exact)
+        .into_iter()
+        .find(|t| holds(t, want))
 }
 
 /// The type for a new column that must hold values of both types: the
@@ -290,9 +352,9 @@ pub fn join(a: &SqlType, b: &SqlType, d: Dialect) -> SqlType {
     if holds(b, a) {
         return b.clone();
     }
-    let common = chain(a, d)
+    let common = chain(a, d, Reach::Exact)
         .into_iter()
-        .chain(chain(b, d))
+        .chain(chain(b, d, Reach::Exact))
         .find(|t| holds(t, a) && holds(t, b));
     match common {
         Some(t) => t,
@@ -321,7 +383,21 @@ mod tests {
             natural(&json!("2024-01-02 03:04:05.25"), PG),
             Some(SqlType::Timestamp)
         );
-        assert_eq!(natural(&json!("2024-01-02"), PG), Some(SqlType::Text(None)));
+        assert_eq!(natural(&json!("2024-01-02"), PG), Some(SqlType::Date));
+        assert_eq!(natural(&json!("0000-01-02"), PG), Some(SqlType::Text(None)));
+        assert_eq!(natural(&json!("2024-02-30"), PG), Some(SqlType::Text(None)));
+        assert_eq!(
+            natural(&json!("2024-01-02T03:04:05"), PG),
+            Some(SqlType::Timestamp)
+        );
+        assert_eq!(
+            natural(&json!("2024-01-02T03:04:05Z"), PG),
+            Some(SqlType::Timestamp)
+        );
+        assert_eq!(
+            natural(&json!("2024-01-02 03:04"), PG),
+            Some(SqlType::Text(None))
+        );
         assert_eq!(natural(&json!({"a": 1}), PG), Some(SqlType::Json));
         assert_eq!(natural(&json!(null), PG), None);
     }
@@ -339,32 +415,102 @@ mod tests {
         assert!(!fits(&SqlType::Numeric(Some((5, 2))), &json!(1234.5)));
         assert!(!fits(&SqlType::Numeric(Some((5, 2))), &json!(1.125)));
         assert!(!fits(&SqlType::Timestamp, &json!("soon")));
+        assert!(fits(&SqlType::Timestamp, &json!("2024-01-02")));
+        assert!(fits(&SqlType::Date, &json!("2024-01-02")));
+        assert!(!fits(&SqlType::Date, &json!("2024-01-02 03:04:05")));
         assert!(fits(&SqlType::Json, &json!("anything")));
         assert!(fits(&SqlType::Bool, &json!(null)));
         assert!(!fits(&SqlType::Bool, &json!(1)));
     }
 
     #[test]
-    fn widening_follows_the_chain() {
+    fn exact_widening_stays_within_a_kind() {
+        let w = |ty: SqlType, v: Value, d| widen_for(&ty, &v, d, Reach::Exact);
         assert_eq!(
-            widen_for(&SqlType::Int(32), &json!(1i64 << 40), PG),
+            w(SqlType::Int(32), json!(1i64 << 40), PG),
             Some(SqlType::Int(64))
         );
         assert_eq!(
-            widen_for(&SqlType::Int(64), &json!(2.5), PG),
+            w(SqlType::Int(64), json!(2.5), PG),
             Some(SqlType::Numeric(None))
         );
         assert_eq!(
-            widen_for(&SqlType::Int(64), &json!(u64::MAX), Dialect::Mysql),
+            w(SqlType::Int(64), json!(u64::MAX), Dialect::Mysql),
             Some(SqlType::Numeric(Some((65, 30))))
         );
         assert_eq!(
-            widen_for(&SqlType::Text(Some(2)), &json!("abc"), PG),
+            w(SqlType::Text(Some(2)), json!("abc"), PG),
             Some(SqlType::Text(None))
         );
-        assert_eq!(widen_for(&SqlType::Int(64), &json!("abc"), PG), None);
-        assert_eq!(widen_for(&SqlType::Timestamp, &json!("abc"), PG), None);
-        assert_eq!(widen_for(&SqlType::Bool, &json!(1), PG), None);
+        assert_eq!(
+            w(SqlType::Date, json!("2024-01-02T03:04:05Z"), PG),
+            Some(SqlType::Timestamp)
+        );
+        assert_eq!(w(SqlType::Int(64), json!("abc"), PG), None);
+        assert_eq!(w(SqlType::Timestamp, json!("abc"), PG), None);
+        assert_eq!(w(SqlType::Bool, json!(1), PG), None);
+    }
+
+    #[test]
+    fn widening_to_text_follows_the_join() {
+        let w = |ty: SqlType, v: Value| widen_for(&ty, &v, PG, Reach::Text);
+        assert_eq!(
+            w(SqlType::Int(32), json!(1i64 << 40)),
+            Some(SqlType::Int(64))
+        );
+        // a fraction makes double precision, as in one batch; a number
+        // past bigint stays exact
+        assert_eq!(w(SqlType::Int(64), json!(2.5)), Some(SqlType::Float(64)));
+        assert_eq!(w(SqlType::Int(16), json!(2.5)), Some(SqlType::Float(64)));
+        assert_eq!(
+            w(SqlType::Int(64), json!(u64::MAX)),
+            Some(SqlType::Numeric(None))
+        );
+        assert_eq!(
+            w(SqlType::Float(64), json!("calm")),
+            Some(SqlType::Text(None))
+        );
+        assert_eq!(w(SqlType::Bool, json!(1)), Some(SqlType::Text(None)));
+        assert_eq!(
+            w(SqlType::Date, json!("2024-01-02 03:04:05")),
+            Some(SqlType::Timestamp)
+        );
+        assert_eq!(w(SqlType::Date, json!("soon")), Some(SqlType::Text(None)));
+        assert_eq!(
+            w(SqlType::Timestamp, json!("soon")),
+            Some(SqlType::Text(None))
+        );
+        assert_eq!(w(SqlType::Json, json!("x")), None);
+        assert_eq!(
+            w(
+                SqlType::Other {
+                    name: "uuid".into(),
+                    cast: "uuid".into()
+                },
+                json!("x")
+            ),
+            None
+        );
+        // whatever the order values come in, the column ends where one
+        // batch of all of them would have started it
+        let values = [
+            json!(1),
+            json!(2.5),
+            json!("2024-01-02"),
+            json!("x"),
+            json!(true),
+        ];
+        for a in &values {
+            for b in &values {
+                let (ta, tb) = (natural(a, PG).unwrap(), natural(b, PG).unwrap());
+                let widened = if fits(&ta, b) {
+                    Some(ta.clone())
+                } else {
+                    w(ta.clone(), b.clone())
+                };
+                assert_eq!(widened, Some(join(&ta, &tb, PG)), "{a} then {b}");
+            }
+        }
     }
 
     #[test]
@@ -386,6 +532,14 @@ mod tests {
         assert_eq!(join(&SqlType::Json, &SqlType::Int(64), PG), SqlType::Json);
         assert_eq!(
             join(&SqlType::Timestamp, &SqlType::Text(None), PG),
+            SqlType::Text(None)
+        );
+        assert_eq!(
+            join(&SqlType::Date, &SqlType::Timestamp, PG),
+            SqlType::Timestamp
+        );
+        assert_eq!(
+            join(&SqlType::Date, &SqlType::Int(64), PG),
             SqlType::Text(None)
         );
     }

@@ -279,6 +279,7 @@ fn arguments<'c>(cells: impl Iterator<Item = &'c Cell<'c>>) -> Result<MySqlArgum
             Cell::Float(f) => args.add(*f),
             Cell::Decimal(s) => args.add(s.as_str()),
             Cell::Text(s) => args.add(s.as_ref()),
+            Cell::Date(d) => args.add(d.format("%Y-%m-%d").to_string()),
             Cell::Ts(t) => args.add(t.format("%Y-%m-%d %H:%M:%S%.6f").to_string()),
             Cell::Json(v) => args.add(v.to_string()),
         }

@@ -150,6 +150,12 @@ async fn ddl(
         ));
     }
     if !plan.alter.is_empty() {
+        // casts between instants, days and text read the session's zone:
+        // make it UTC, the zone abrq writes in
+        stmts.push((
+            "set the time zone for widening".into(),
+            "SET LOCAL TimeZone = 'UTC'".into(),
+        ));
         let parts: Vec<String> = plan
             .alter
             .iter()
@@ -178,6 +184,7 @@ fn unnest_select(t: &TableInfo, columns: &[usize]) -> String {
         .enumerate()
         .map(|(i, &c)| match &t.columns[c].ty {
             SqlType::Numeric(_) => format!("u.c{i}::numeric"),
+            SqlType::Date => format!("u.c{i}::date"),
             SqlType::Timestamp => format!("u.c{i}::timestamptz"),
             SqlType::Json => format!("u.c{i}::jsonb"),
             SqlType::Other { cast, .. } => format!("u.c{i}::{cast}"),
@@ -318,6 +325,7 @@ fn bind_arrays<'q>(
             SqlType::Float(_) => array!(Cell::Float(f) => *f),
             SqlType::Numeric(_)
             | SqlType::Text(_)
+            | SqlType::Date
             | SqlType::Timestamp
             | SqlType::Json
             | SqlType::Other { .. } => {
@@ -327,6 +335,7 @@ fn bind_arrays<'q>(
                         Cell::Null => None,
                         Cell::Text(s) => Some(s.clone()),
                         Cell::Decimal(s) => Some(Cow::Owned(s.clone())),
+                        Cell::Date(d) => Some(Cow::Owned(d.format("%Y-%m-%d").to_string())),
                         Cell::Ts(t) => {
                             Some(Cow::Owned(t.to_rfc3339_opts(SecondsFormat::AutoSi, true)))
                         }
