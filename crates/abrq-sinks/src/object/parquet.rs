@@ -1,18 +1,22 @@
 //! Batch → Parquet: one row group, one nullable column per field name in
 //! first-seen order (as the CSV header), each typed from its values:
 //!
-//! | values in the column                     | column  |
-//! |------------------------------------------|---------|
-//! | booleans                                 | boolean |
-//! | integers that fit i64                    | int64   |
-//! | floats, or floats and integers ≤ 2^53    | float64 |
-//! | anything else: strings, objects, arrays, | utf8    |
-//! | u64 past i64, or a mix of kinds          |         |
-//! | nothing but null                         | utf8    |
+//! | values in the column                     | column                |
+//! |------------------------------------------|-----------------------|
+//! | booleans                                 | boolean               |
+//! | integers that fit i64                    | int64                 |
+//! | floats, or floats and integers ≤ 2^53    | float64               |
+//! | `YYYY-MM-DD` strings                     | date32                |
+//! | those and timestamp strings (RFC 3339,   | timestamp(µs, UTC)    |
+//! | `YYYY-MM-DD[T ]HH:MM:SS[.f]` as UTC)     |                       |
+//! | anything else: strings, objects, arrays, | utf8                  |
+//! | u64 past i64, or a mix of kinds          |                       |
+//! | nothing but null                         | utf8                  |
 //!
-//! In a utf8 column strings are stored raw and every other value as
-//! compact JSON text, exactly as a CSV cell. `_abrq_op` is added on the
-//! same rule as for CSV: only when some record is not an insert.
+//! Dates and timestamps are recognised as the relational destinations
+//! recognise them. In a utf8 column strings are stored raw and every other
+//! value as compact JSON text, exactly as a CSV cell. `_abrq_op` is added
+//! on the same rule as for CSV: only when some record is not an insert.
 
 use std::collections::HashMap;
 use std::fmt::Write;
@@ -20,10 +24,12 @@ use std::sync::Arc;
 
 use abrq_core::{Batch, Op, Record};
 use arrow_array::builder::{
-    ArrayBuilder, BooleanBuilder, Float64Builder, Int64Builder, StringBuilder,
+    ArrayBuilder, BooleanBuilder, Date32Builder, Float64Builder, Int64Builder, StringBuilder,
+    TimestampMicrosecondBuilder,
 };
 use arrow_array::{ArrayRef, RecordBatch};
-use arrow_schema::{DataType, Field, Schema};
+use arrow_schema::{DataType, Field, Schema, TimeUnit};
+use chrono::{DateTime, NaiveDate, NaiveTime, Utc};
 use parquet::arrow::ArrowWriter;
 use parquet::basic::Compression;
 use parquet::errors::ParquetError;
@@ -31,6 +37,7 @@ use parquet::file::properties::WriterProperties;
 use serde_json::Value;
 
 use super::encode::OP_FIELD;
+use crate::relational::types::{parse_date, parse_timestamp};
 
 /// Integers up to this magnitude convert to f64 exactly, so a column of
 /// such integers and floats can be float64 without losing a digit.
@@ -119,13 +126,25 @@ fn infer<'a>(records: &[&'a Record], any_change: bool) -> (Vec<&'a str>, Vec<Kin
     (names, kinds)
 }
 
+/// The zone timestamps are written in: instants, as the relational
+/// destinations store them.
+const UTC: &str = "UTC";
+
+fn timestamp_type() -> DataType {
+    DataType::Timestamp(TimeUnit::Microsecond, Some(UTC.into()))
+}
+
 /// What kinds of value a column has seen.
 #[derive(Debug, Default, Clone, Copy)]
 struct Kind {
     bool: bool,
     int: bool,
     float: bool,
-    /// strings, objects, arrays, or integers too big for i64
+    /// `YYYY-MM-DD` strings
+    date: bool,
+    /// timestamp strings
+    ts: bool,
+    /// other strings, objects, arrays, or integers too big for i64
     text: bool,
     /// an integer that f64 cannot hold exactly
     big_int: bool,
@@ -144,16 +163,24 @@ impl Kind {
                 None if n.is_u64() => self.text = true,
                 None => self.float = true,
             },
+            // a column of other strings is text whatever these are: no
+            // need to parse them once it is
+            Value::String(_) if self.text => {}
+            Value::String(s) if parse_date(s).is_some() => self.date = true,
+            Value::String(s) if parse_timestamp(s).is_some() => self.ts = true,
             Value::String(_) | Value::Array(_) | Value::Object(_) => self.text = true,
         }
     }
 
     fn data_type(self) -> DataType {
         let numeric = self.int || self.float;
-        match (self.text, self.bool, numeric) {
-            (false, true, false) => DataType::Boolean,
-            (false, false, true) if !self.float => DataType::Int64,
-            (false, false, true) if !self.big_int => DataType::Float64,
+        let time = self.date || self.ts;
+        match (self.text, self.bool, numeric, time) {
+            (false, true, false, false) => DataType::Boolean,
+            (false, false, true, false) if !self.float => DataType::Int64,
+            (false, false, true, false) if !self.big_int => DataType::Float64,
+            (false, false, false, true) if !self.ts => DataType::Date32,
+            (false, false, false, true) => timestamp_type(),
             _ => DataType::Utf8,
         }
     }
@@ -165,7 +192,21 @@ enum Column {
     Bool(BooleanBuilder),
     Int(Int64Builder),
     Float(Float64Builder),
+    Date(Date32Builder),
+    Ts(TimestampMicrosecondBuilder),
     Text(StringBuilder),
+}
+
+/// Days since 1970-01-01, as date32 counts them.
+fn days(d: NaiveDate) -> Option<i32> {
+    i32::try_from((d - DateTime::UNIX_EPOCH.date_naive()).num_days()).ok()
+}
+
+/// Microseconds since the epoch of a timestamp or of a day's first instant.
+fn micros(s: &str) -> Option<i64> {
+    let t: DateTime<Utc> =
+        parse_timestamp(s).or_else(|| Some(parse_date(s)?.and_time(NaiveTime::MIN).and_utc()))?;
+    Some(t.timestamp_micros())
 }
 
 impl Column {
@@ -174,6 +215,10 @@ impl Column {
             DataType::Boolean => Column::Bool(BooleanBuilder::with_capacity(rows)),
             DataType::Int64 => Column::Int(Int64Builder::with_capacity(rows)),
             DataType::Float64 => Column::Float(Float64Builder::with_capacity(rows)),
+            DataType::Date32 => Column::Date(Date32Builder::with_capacity(rows)),
+            DataType::Timestamp(..) => {
+                Column::Ts(TimestampMicrosecondBuilder::with_capacity(rows).with_timezone(UTC))
+            }
             _ => Column::Text(StringBuilder::with_capacity(rows, rows * 16)),
         }
     }
@@ -183,6 +228,8 @@ impl Column {
             Column::Bool(b) => b.len(),
             Column::Int(b) => b.len(),
             Column::Float(b) => b.len(),
+            Column::Date(b) => b.len(),
+            Column::Ts(b) => b.len(),
             Column::Text(b) => b.len(),
         }
     }
@@ -193,6 +240,8 @@ impl Column {
                 Column::Bool(b) => b.append_null(),
                 Column::Int(b) => b.append_null(),
                 Column::Float(b) => b.append_null(),
+                Column::Date(b) => b.append_null(),
+                Column::Ts(b) => b.append_null(),
                 Column::Text(b) => b.append_null(),
             }
         }
@@ -213,6 +262,8 @@ impl Column {
             (Column::Bool(b), Value::Bool(x)) => b.append_value(*x),
             (Column::Int(b), Value::Number(n)) => b.append_option(n.as_i64()),
             (Column::Float(b), Value::Number(n)) => b.append_option(n.as_f64()),
+            (Column::Date(b), Value::String(s)) => b.append_option(parse_date(s).and_then(days)),
+            (Column::Ts(b), Value::String(s)) => b.append_option(micros(s)),
             (Column::Text(b), Value::String(s)) => b.append_value(s),
             (Column::Text(b), other) if !other.is_null() => {
                 // JSON text straight into the builder's buffer, then end
@@ -230,6 +281,8 @@ impl Column {
             Column::Bool(mut b) => Arc::new(b.finish()),
             Column::Int(mut b) => Arc::new(b.finish()),
             Column::Float(mut b) => Arc::new(b.finish()),
+            Column::Date(mut b) => Arc::new(b.finish()),
+            Column::Ts(mut b) => Arc::new(b.finish()),
             Column::Text(mut b) => Arc::new(b.finish()),
         }
     }
@@ -240,7 +293,7 @@ impl Column {
 #[cfg(test)]
 pub(crate) fn read(data: &[u8]) -> (Vec<(String, DataType)>, Vec<Vec<Value>>) {
     use arrow_array::cast::AsArray;
-    use arrow_array::types::{Float64Type, Int64Type};
+    use arrow_array::types::{Date32Type, Float64Type, Int64Type, TimestampMicrosecondType};
     use arrow_array::Array;
     use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
@@ -267,6 +320,11 @@ pub(crate) fn read(data: &[u8]) -> (Vec<(String, DataType)>, Vec<Vec<Value>>) {
                     DataType::Boolean => Value::Bool(c.as_boolean().value(i)),
                     DataType::Int64 => c.as_primitive::<Int64Type>().value(i).into(),
                     DataType::Float64 => c.as_primitive::<Float64Type>().value(i).into(),
+                    // days and microseconds since the epoch
+                    DataType::Date32 => c.as_primitive::<Date32Type>().value(i).into(),
+                    DataType::Timestamp(..) => {
+                        c.as_primitive::<TimestampMicrosecondType>().value(i).into()
+                    }
                     DataType::Utf8 => c.as_string::<i32>().value(i).into(),
                     t => panic!("unexpected column type {t}"),
                 })
@@ -352,6 +410,42 @@ mod tests {
                 Value::Null
             ]
         );
+    }
+
+    #[test]
+    fn dates_and_timestamps_are_typed() {
+        let b = batch_of(
+            1,
+            vec![
+                rec(
+                    json!({"day": "1970-01-02", "at": "1970-01-01T00:00:01Z", "mix": "1970-01-02", "no": "1970-01-02"}),
+                ),
+                rec(
+                    json!({"day": null, "at": "1970-01-01 00:00:02.5", "mix": "1970-01-01T01:00:00+01:00", "no": "soon"}),
+                ),
+                rec(json!({"at": "1970-01-01T00:00:03", "day": "2024-02-29"})),
+            ],
+        );
+        let (t, rows) = read(&write(&b).unwrap());
+        assert_eq!(t[0], ("day".into(), DataType::Date32));
+        assert_eq!(t[1], ("at".into(), timestamp_type()));
+        assert_eq!(t[2], ("mix".into(), timestamp_type()));
+        assert_eq!(t[3], ("no".into(), DataType::Utf8));
+        assert_eq!(
+            rows[0],
+            [
+                json!(1),
+                json!(1_000_000),
+                json!(86_400_000_000i64),
+                json!("1970-01-02")
+            ]
+        );
+        // a zone-less time is UTC; an offset is honoured
+        assert_eq!(
+            rows[1],
+            [Value::Null, json!(2_500_000), json!(0), json!("soon")]
+        );
+        assert_eq!(rows[2][..2], [json!(19_782), json!(3_000_000)]);
     }
 
     #[test]
