@@ -51,9 +51,6 @@ pub enum Command {
     /// Enable, disable, pause or resume a destination.
     #[command(subcommand)]
     Destination(DestinationCmd),
-    /// Benchmarks, each a ratio against a raw loop in the same run.
-    #[command(subcommand)]
-    Bench(crate::bench::BenchCmd),
 }
 
 /// Where the running server is.

@@ -1,6 +1,5 @@
 //! `abrq`: durable fan-out delivery.
 
-mod bench;
 mod cli;
 mod commands;
 mod report;

@@ -25,7 +25,6 @@ pub async fn dispatch(cmd: Command) -> anyhow::Result<()> {
         Command::DeadLetters(c) => remote::dead_letters(c).await,
         Command::Breaker(c) => remote::breaker(c).await,
         Command::Destination(c) => remote::destination(c).await,
-        Command::Bench(c) => crate::bench::run(c).await,
     }
 }
 

@@ -127,7 +127,7 @@ format = "jsonl.gz"
         &config,
         store,
         Arc::new(Metrics::new()),
-        &crate::commands::destination_factory,
+        &crate::destination_factory,
     )
     .await?;
     engine

@@ -1,4 +1,4 @@
-//! `abrq bench ftp`: batches delivered through the ftp and ftps
+//! `abrq-bench ftp`: batches delivered through the ftp and ftps
 //! destinations (`jsonl.gz`), against a raw loop in the same run that
 //! serializes the same records, gzips them at the same level and uploads
 //! them to a temporary name and renames it, on one logged-in session of the

@@ -58,7 +58,7 @@ database = "{out}-held"
         &config,
         store.clone(),
         metrics.clone(),
-        &crate::commands::destination_factory,
+        &crate::destination_factory,
     )
     .await?;
     let step = (records / 10).max(1);

@@ -1,4 +1,4 @@
-//! `abrq bench objects`: batches delivered through each object engine's
+//! `abrq-bench objects`: batches delivered through each object engine's
 //! destination (`jsonl.gz`, built from config as `abrq run` builds it)
 //! against a raw loop in the same run that serializes the same records,
 //! gzips them at the same level and PUTs them with the same client to the

@@ -1,5 +1,7 @@
-//! `abrq bench`: throughput figures as ratios against the physical limit
+//! `abrq-bench`: throughput figures as ratios against the physical limit
 //! measured in the same run (a raw loop doing only the unavoidable work).
+//! Its own binary, so the product carries none of the test-service
+//! endpoints, temp-file handling or raw SQLite client the raw loops need.
 
 mod file_local;
 mod ftp;
@@ -9,11 +11,61 @@ mod objects;
 mod relational;
 mod staging;
 
-use clap::Subcommand;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::{Parser, Subcommand};
 use serde_json::{json, Map, Value};
+use tracing_subscriber::EnvFilter;
+
+#[derive(Parser)]
+#[command(
+    name = "abrq-bench",
+    version,
+    about = "abrq throughput and memory benchmarks"
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: BenchCmd,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            EnvFilter::try_from_env("ABRQ_LOG").unwrap_or_else(|_| EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match rt.block_on(run(cli.cmd)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The sinks crate's factory, as the engine wants it.
+pub fn destination_factory(
+    stream: &str,
+    cfg: &abrq_core::config::DestinationConfig,
+) -> Result<Arc<dyn abrq_core::Destination>, String> {
+    abrq_sinks::build(stream, cfg).map_err(|e| e.to_string())
+}
 
 #[derive(Subcommand)]
-pub enum BenchCmd {
+enum BenchCmd {
     /// Spool staging (durable commits) against a raw SQLite insert loop.
     Staging {
         #[arg(long, default_value_t = 200_000)]
@@ -50,7 +102,7 @@ pub enum BenchCmd {
     },
 }
 
-pub async fn run(cmd: BenchCmd) -> anyhow::Result<()> {
+async fn run(cmd: BenchCmd) -> anyhow::Result<()> {
     match cmd {
         BenchCmd::Staging { records, rounds } => staging::run(records, rounds).await,
         BenchCmd::FileLocal { records, rounds } => file_local::run(records, rounds).await,
