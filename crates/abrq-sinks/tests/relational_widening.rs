@@ -175,3 +175,26 @@ async fn widen_strict_dead_letters_text_in_a_number_column(e: Engine) {
     db.drop().await;
 }
 both_engines!(widen_strict_dead_letters_text_in_a_number_column);
+
+async fn a_widened_column_takes_the_next_batch_of_the_same_shape(e: Engine) {
+    // the same fields every batch, through one destination: a statement
+    // prepared for the narrower column must not be reused for the wider one
+    let db = Db::new(e, "rel widen same").await;
+    let d = db.destination("t", "");
+    let values = [json!(1), json!(2.5), json!("calm"), json!(4)];
+    for (seq, x) in values.iter().enumerate() {
+        let seq = seq as u64 + 1;
+        let rows = (0..3)
+            .map(|i| insert(json!({"id": seq * 10 + i, "x": x})))
+            .collect();
+        d.deliver(&batch(seq, rows)).await.unwrap();
+    }
+    let x = db.column("t", "x").await;
+    let want: Vec<Option<String>> = ["1", "2.5", "calm", "4"]
+        .iter()
+        .flat_map(|v| std::iter::repeat_n(Some(v.to_string()), 3))
+        .collect();
+    assert_eq!(x, want);
+    db.drop().await;
+}
+both_engines!(a_widened_column_takes_the_next_batch_of_the_same_shape);

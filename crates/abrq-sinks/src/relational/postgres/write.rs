@@ -176,8 +176,26 @@ async fn ddl(
     Ok(())
 }
 
-/// `SELECT <exprs> FROM unnest($1, ...) AS u(c0, ...)` over the columns,
-/// casting text to the column's type where no array type binds directly.
+/// The array type each column's cells are bound as (see `bind_arrays`).
+fn array_type(ty: &SqlType) -> &'static str {
+    match ty {
+        SqlType::Bool => "boolean[]",
+        SqlType::Int(_) => "int8[]",
+        SqlType::Float(_) => "float8[]",
+        SqlType::Numeric(_)
+        | SqlType::Text(_)
+        | SqlType::Date
+        | SqlType::Timestamp
+        | SqlType::Json
+        | SqlType::Other { .. } => "text[]",
+    }
+}
+
+/// `SELECT <exprs> FROM unnest($1::t[], ...) AS u(c0, ...)` over the
+/// columns, casting text to the column's type where no array type binds
+/// directly. The array types are spelled out so that the statement's text
+/// changes when a column is widened: a statement prepared for a bigint
+/// column never meets double precision arrays.
 fn unnest_select(t: &TableInfo, columns: &[usize]) -> String {
     let exprs: Vec<String> = columns
         .iter()
@@ -193,7 +211,11 @@ fn unnest_select(t: &TableInfo, columns: &[usize]) -> String {
             }
         })
         .collect();
-    let params: Vec<String> = (1..=columns.len()).map(|i| format!("${i}")).collect();
+    let params: Vec<String> = columns
+        .iter()
+        .enumerate()
+        .map(|(i, &c)| format!("${}::{}", i + 1, array_type(&t.columns[c].ty)))
+        .collect();
     let aliases: Vec<String> = (0..columns.len()).map(|i| format!("c{i}")).collect();
     format!(
         "SELECT {} FROM unnest({}) AS u({})",
