@@ -22,8 +22,6 @@ pub use object::{ObjectDestination, ObjectSettings, ObjectTransport};
 /// Why a destination could not be built from its config.
 #[derive(Debug, thiserror::Error)]
 pub enum BuildError {
-    #[error("destination engine {0} is not available in this build yet")]
-    NotAvailable(&'static str),
     #[error("destination {destination:?}: {message}")]
     Invalid {
         destination: String,

@@ -2,10 +2,12 @@
 //! any connection. Every error names the key and its line.
 
 mod model;
+mod state_url;
 mod toml_error;
 mod values;
 
 pub use model::*;
+pub use state_url::StateLocation;
 pub use values::{interpolate, Dur, Secret, Size, Text};
 
 use std::collections::HashSet;
@@ -69,6 +71,7 @@ impl Config {
     }
 
     fn validate(&self, text: &str) -> Result<(), String> {
+        self.state_location().map_err(|e| format!("state.url: {e}"))?;
         let mut names = HashSet::new();
         for s in &self.streams {
             let at = line_of(text, s);

@@ -291,20 +291,6 @@ impl DestinationEngine {
             DestinationEngine::Mysql => "mysql",
         }
     }
-
-    pub fn is_object_store(self) -> bool {
-        match self {
-            DestinationEngine::Local
-            | DestinationEngine::S3
-            | DestinationEngine::AzureBlob
-            | DestinationEngine::Gcs
-            | DestinationEngine::Ftp
-            | DestinationEngine::Ftps => true,
-            DestinationEngine::Kafka | DestinationEngine::Postgres | DestinationEngine::Mysql => {
-                false
-            }
-        }
-    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]

@@ -28,7 +28,7 @@ mod tests;
 
 use std::sync::Arc;
 
-use abrq_core::config::{DestinationConfig, DestinationEngine};
+use abrq_core::config::DestinationConfig;
 use abrq_core::Destination;
 
 use crate::BuildError;
@@ -58,12 +58,4 @@ pub fn from_settings(settings: RelationalSettings) -> Arc<dyn Destination> {
         types::Dialect::Postgres => postgres::destination(settings),
         types::Dialect::Mysql => mysql::destination(settings),
     }
-}
-
-/// Whether `engine` is one of this module's.
-pub fn handles(engine: DestinationEngine) -> bool {
-    matches!(
-        engine,
-        DestinationEngine::Postgres | DestinationEngine::Mysql
-    )
 }

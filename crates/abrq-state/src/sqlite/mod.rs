@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
+use abrq_core::config::StateLocation;
 use anyhow::{anyhow, Context as _};
 use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};
 
@@ -79,11 +80,12 @@ impl SqliteStore {
         })
     }
 
-    /// Opens a `sqlite://` URL as written in `state.url`:
-    /// `sqlite://./abrq-data/state.db` (relative), `sqlite:///var/abrq/state.db`
-    /// (absolute) or `sqlite:state.db`.
+    /// Opens a `sqlite:` URL as written in `state.url` (see
+    /// [`StateLocation::parse`]).
     pub fn open_url(url: &str) -> StoreResult<SqliteStore> {
-        SqliteStore::open(&path_from_url(url)?)
+        match StateLocation::parse(url).map_err(|e| StoreError::Backend(anyhow!(e)))? {
+            StateLocation::Sqlite(path) => SqliteStore::open(&path),
+        }
     }
 
     /// The state file.
@@ -184,50 +186,8 @@ fn open_reader(path: &Path) -> StoreResult<Connection> {
     Ok(conn)
 }
 
-fn path_from_url(url: &str) -> StoreResult<PathBuf> {
-    let bad = |why: &str| StoreError::Backend(anyhow!("invalid sqlite url {url:?}: {why}"));
-    let rest = url
-        .strip_prefix("sqlite://")
-        .or_else(|| url.strip_prefix("sqlite:"))
-        .ok_or_else(|| bad("expected sqlite://<path>"))?;
-    if rest.contains('?') {
-        return Err(bad("query parameters are not supported"));
-    }
-    if rest.is_empty() || rest == ":memory:" {
-        return Err(bad("a file path is required (the state must be durable)"));
-    }
-    Ok(PathBuf::from(rest))
-}
-
 impl From<rusqlite::Error> for StoreError {
     fn from(e: rusqlite::Error) -> Self {
         StoreError::Backend(e.into())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn urls() {
-        assert_eq!(
-            path_from_url("sqlite://./d/s.db").unwrap(),
-            PathBuf::from("./d/s.db")
-        );
-        assert_eq!(
-            path_from_url("sqlite:///var/s.db").unwrap(),
-            PathBuf::from("/var/s.db")
-        );
-        assert_eq!(path_from_url("sqlite:s.db").unwrap(), PathBuf::from("s.db"));
-        for bad in [
-            "postgres://x/y",
-            "sqlite://",
-            "sqlite::memory:",
-            "sqlite://a.db?mode=ro",
-        ] {
-            let err = path_from_url(bad).unwrap_err().to_string();
-            assert!(err.contains("invalid sqlite url"), "{bad}: {err}");
-        }
     }
 }

@@ -4,10 +4,9 @@ mod check;
 mod remote;
 mod run;
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
-use abrq_core::config::Config;
+use abrq_core::config::{Config, StateLocation};
 use abrq_state::{SqliteStore, StateStore};
 use anyhow::Context;
 
@@ -31,18 +30,16 @@ pub async fn dispatch(cmd: Command) -> anyhow::Result<()> {
 /// Opens the state store the config names (SQLite under data_dir by
 /// default).
 pub async fn open_store(config: &Config) -> anyhow::Result<Arc<dyn StateStore>> {
-    let path = match config.state.url.as_ref().map(|u| u.as_str()) {
-        None => PathBuf::from(config.data_dir.as_str()).join("state.db"),
-        Some(url) => match url.strip_prefix("sqlite://") {
-            Some(p) => PathBuf::from(p),
-            None => anyhow::bail!(
-                "state.url {url:?}: only sqlite:// state stores are available in this build"
-            ),
-        },
-    };
-    let store = SqliteStore::open(&path)
-        .with_context(|| format!("opening state store {}", path.display()))?;
-    Ok(Arc::new(store))
+    let location = config
+        .state_location()
+        .map_err(|e| anyhow::anyhow!("state.url: {e}"))?;
+    match location {
+        StateLocation::Sqlite(path) => {
+            let store = SqliteStore::open(&path)
+                .with_context(|| format!("opening state store {}", path.display()))?;
+            Ok(Arc::new(store))
+        }
+    }
 }
 
 /// The sinks crate's factory, as the engine wants it.
