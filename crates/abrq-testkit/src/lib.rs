@@ -23,7 +23,7 @@ mod sql;
 pub mod tansu;
 
 pub use azure::Azure;
-pub use env::{cache_dir, Secret};
+pub use env::{cache_dir, datasets_dir, Secret};
 pub use ftp::{Ftp, Ftps};
 pub use gcs::Gcs;
 pub use kafka::{java_partition, murmur2, Kafka};
