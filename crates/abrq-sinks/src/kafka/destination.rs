@@ -11,6 +11,7 @@ use async_trait::async_trait;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode as Code};
 use rdkafka::producer::future_producer::OwnedDeliveryResult;
 use rdkafka::producer::{DeliveryFuture, FutureProducer, FutureRecord, Producer, PurgeConfig};
+use tokio_util::task::AbortOnDropHandle;
 
 use super::config::KafkaSettings;
 use super::context::ClientErrors;
@@ -243,9 +244,11 @@ impl KafkaDestination {
         } else {
             None
         };
+        // Aborted when dropped: on every way out of this attempt, the engine
+        // cutting it off at its timeout included.
         let watchdog = self.purge_if_refused(&producer);
         let sent = self.send_all(&producer, batch, &records, partitions).await;
-        watchdog.abort();
+        drop(watchdog);
         if let Err(e) = sent {
             *self.cached_partitions() = None;
             // Every report is in, so the producer holds nothing: the next
@@ -272,10 +275,10 @@ impl KafkaDestination {
     /// credentials, the TLS handshake), purges the producer's queue, so
     /// the attempt fails now with the reason instead of after the message
     /// timeout, and the breaker can open in seconds.
-    fn purge_if_refused(&self, producer: &KafkaProducer) -> tokio::task::JoinHandle<()> {
+    fn purge_if_refused(&self, producer: &KafkaProducer) -> AbortOnDropHandle<()> {
         let (producer, errors) = (producer.clone(), self.client_errors.clone());
         let started = std::time::Instant::now();
-        tokio::spawn(async move {
+        AbortOnDropHandle::new(tokio::spawn(async move {
             loop {
                 tokio::time::sleep(REFUSAL_POLL).await;
                 if errors.refusal_since(started).is_some() {
@@ -284,7 +287,7 @@ impl KafkaDestination {
                     return;
                 }
             }
-        })
+        }))
     }
 
     async fn check_topic(&self) -> Result<CheckReport, DeliveryError> {
