@@ -1,10 +1,11 @@
 //! CSV with a header line. Values are typed the way a reader expects:
-//! integers, decimals (also with an exponent) and booleans become JSON
-//! numbers and booleans; an unquoted cell equal to a null marker (by
-//! default an empty cell, `NA`, `NULL`, `\N`, ...) is null, while a quoted
-//! one is its text, as PostgreSQL's CSV format has it; anything else
-//! (including "007") stays text. Header names are trimmed; an empty one is
-//! named `column_N` after its position, and a repeated one is refused.
+//! integers, decimals (also with an exponent) and booleans, padded or
+//! not, become JSON numbers and booleans; an unquoted cell equal to a null
+//! marker (by default an empty cell, `NA`, `NULL`, `\N`, ...) is null,
+//! while a quoted one is its text, as PostgreSQL's CSV format has it;
+//! anything else (including "007") stays text. Header names are trimmed;
+//! an empty one is named `column_N` after its position, and a repeated
+//! one is refused.
 //!
 //! Records are split by `csv_core` directly rather than the `csv` reader,
 //! because only the core parser tells a record ended by its terminator from
@@ -266,10 +267,12 @@ fn header_names<R: BufRead>(rows: &Rows<R>) -> Result<Vec<String>, String> {
 }
 
 fn typed(v: &str) -> Value {
-    match v {
+    // padding around a number or boolean ("1, 2.5") is layout, not data
+    let t = v.trim_matches([' ', '\t']);
+    match t {
         "true" | "TRUE" | "True" => Value::Bool(true),
         "false" | "FALSE" | "False" => Value::Bool(false),
-        _ => number(v).map_or_else(|| Value::String(v.to_string()), Value::Number),
+        _ => number(t).map_or_else(|| Value::String(v.to_string()), Value::Number),
     }
 }
 
@@ -334,8 +337,11 @@ mod tests {
             typed("184467440737095516150"),
             json!("184467440737095516150")
         );
+        assert_eq!(typed(" 42"), json!(42));
+        assert_eq!(typed("2.5\t"), json!(2.5));
+        assert_eq!(typed(" true "), json!(true));
         for text in [
-            "abc", "-", ".", "1e", "e5", "1.2.3", "1-2", "+5", "0x1f", "NaN", "inf", " 1",
+            "abc", "-", ".", "1e", "e5", "1.2.3", "1-2", "+5", "0x1f", "NaN", "inf", " ", " a ",
         ] {
             assert_eq!(typed(text), json!(text), "{text}");
         }
