@@ -71,7 +71,8 @@ impl Config {
     }
 
     fn validate(&self, text: &str) -> Result<(), String> {
-        self.state_location().map_err(|e| format!("state.url: {e}"))?;
+        self.state_location()
+            .map_err(|e| format!("state.url: {e}"))?;
         let mut names = HashSet::new();
         for s in &self.streams {
             let at = line_of(text, s);
