@@ -11,15 +11,8 @@
 mod common;
 
 use std::collections::{BTreeMap, HashSet};
-use std::time::Duration;
 
-use abrq_sinks::kafka::rdkafka;
 use common::*;
-use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
-use rdkafka::client::DefaultClientContext;
-use rdkafka::consumer::{Consumer, StreamConsumer};
-use rdkafka::message::{Headers, Message};
-use rdkafka::{ClientConfig, Offset, TopicPartitionList};
 use serde_json::json;
 
 const STREAM: &str = "orders";
@@ -35,66 +28,11 @@ fn append_orders(path: &std::path::Path, ids: std::ops::RangeInclusive<u64>) {
     );
 }
 
-async fn create_topic(brokers: &str) -> String {
-    let topic = abrq_testkit::names::topic("e2e-outage");
-    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
-        .set("bootstrap.servers", brokers)
-        .create()
-        .unwrap();
-    let options = AdminOptions::new().request_timeout(Some(Duration::from_secs(20)));
-    let new = NewTopic::new(&topic, PARTITIONS, TopicReplication::Fixed(1));
-    for r in admin.create_topics(&[new], &options).await.unwrap() {
-        r.unwrap_or_else(|(name, code)| panic!("create topic {name}: {code}"));
-    }
-    topic
-}
-
-/// (idempotency key, customer, order_id) of the messages, in offset order
-/// per partition, read until `expected` distinct idempotency keys arrived
-/// (duplicates from retried attempts included as they come).
-async fn consume(brokers: &str, topic: &str, expected: usize) -> Vec<(String, String, u64)> {
-    let consumer: StreamConsumer = ClientConfig::new()
-        .set("bootstrap.servers", brokers)
-        .set("group.id", abrq_testkit::names::topic("e2e-outage-group"))
-        .set("enable.auto.commit", "false")
-        .create()
-        .unwrap();
-    let mut assignment = TopicPartitionList::new();
-    for p in 0..PARTITIONS {
-        assignment
-            .add_partition_offset(topic, p, Offset::Beginning)
-            .unwrap();
-    }
-    consumer.assign(&assignment).unwrap();
-    let mut out = Vec::new();
-    let mut distinct = HashSet::new();
-    while distinct.len() < expected {
-        let m = tokio::time::timeout(LONG, consumer.recv())
-            .await
-            .unwrap_or_else(|_| panic!("only {} of {expected} records came back", distinct.len()))
-            .unwrap();
-        let key = m
-            .headers()
-            .and_then(|h| {
-                h.iter()
-                    .find(|h| h.key == "abrq_idempotency_key")
-                    .and_then(|h| h.value)
-                    .map(|v| String::from_utf8_lossy(v).into_owned())
-            })
-            .expect("every message has abrq_idempotency_key");
-        let value: serde_json::Value = serde_json::from_slice(m.payload().unwrap()).unwrap();
-        let customer = String::from_utf8_lossy(m.key().unwrap()).into_owned();
-        distinct.insert(key.clone());
-        out.push((key, customer, value["order_id"].as_u64().unwrap()));
-    }
-    out
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn kafka_outage_opens_the_breaker_and_drains_in_key_order_once_restored() {
     let broker = abrq_testkit::ProxiedBroker::start().await;
     let brokers = broker.brokers();
-    let topic = create_topic(&brokers).await;
+    let topic = sinks::create_topic(&brokers, "e2e-outage", PARTITIONS).await;
 
     let mut abrq = Abrq::new();
     let input = abrq.path("in/orders.ndjson");
@@ -189,12 +127,19 @@ database = "{local}"
     // Every record at least once; after deduplication, once, and each
     // customer's orders in source order (order_id ascending).
     let total = 2 * PER_PHASE as usize;
-    let messages = consume(&brokers, &topic, total).await;
+    let messages = sinks::kafka(&brokers, &topic).await;
     let mut seen = HashSet::new();
     let mut per_customer: BTreeMap<String, Vec<u64>> = BTreeMap::new();
-    for (key, customer, id) in messages {
+    for m in messages {
+        let key = m
+            .idempotency_key
+            .expect("every message has abrq_idempotency_key");
         if seen.insert(key) {
-            per_customer.entry(customer).or_default().push(id);
+            let customer = m.key.expect("a message key");
+            per_customer
+                .entry(customer)
+                .or_default()
+                .push(m.value["order_id"].as_u64().unwrap());
         }
     }
     assert_eq!(seen.len(), total, "distinct idempotency keys");

@@ -21,6 +21,11 @@ use std::time::{Duration, Instant};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
+pub mod feed;
+pub mod fleet;
+pub mod oracle;
+pub mod sinks;
+
 /// The binary under test, built by cargo for this test run.
 pub const BIN: &str = env!("CARGO_BIN_EXE_abrq");
 
@@ -412,6 +417,37 @@ impl Abrq {
         }
     }
 
+    /// Waits until every destination of `stream` has passed the last
+    /// staged batch and no batch was staged for `quiet` (so a followed
+    /// source has staged everything it was given); returns that status.
+    pub async fn wait_drained(&self, stream: &str, quiet: Duration, timeout: Duration) -> Value {
+        let start = Instant::now();
+        let (mut last, mut since) = (u64::MAX, Instant::now());
+        loop {
+            self.assert_alive();
+            let st = self.status(stream).await;
+            let seq = u(&st["spool"]["last_seq"]);
+            if seq != last {
+                (last, since) = (seq, Instant::now());
+            }
+            let passed = st["destinations"]
+                .as_array()
+                .expect("destinations")
+                .iter()
+                .all(|d| u(&d["high_water_mark"]) == seq);
+            if passed && since.elapsed() >= quiet {
+                return st;
+            }
+            if start.elapsed() > timeout {
+                panic!(
+                    "timed out after {timeout:?} waiting for {stream} to drain\nlast status: {}",
+                    serde_json::to_string_pretty(&st).unwrap_or_default()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
     /// Polls until `f` holds, checking that the server is still alive.
     pub async fn wait_for(&self, what: &str, mut f: impl AsyncFnMut() -> bool) {
         wait_until(LONG, what, async || {
@@ -592,10 +628,17 @@ pub enum Format {
     JsonlGz,
     Csv,
     CsvGz,
+    Parquet,
 }
 
 impl Format {
-    pub const ALL: [Format; 4] = [Format::JsonlGz, Format::Jsonl, Format::CsvGz, Format::Csv];
+    pub const ALL: [Format; 5] = [
+        Format::JsonlGz,
+        Format::Jsonl,
+        Format::CsvGz,
+        Format::Csv,
+        Format::Parquet,
+    ];
 
     pub fn ext(self) -> &'static str {
         match self {
@@ -603,6 +646,7 @@ impl Format {
             Format::JsonlGz => "jsonl.gz",
             Format::Csv => "csv",
             Format::CsvGz => "csv.gz",
+            Format::Parquet => "parquet",
         }
     }
 
@@ -626,10 +670,12 @@ pub struct Object {
     /// The bytes as stored.
     pub raw: Vec<u8>,
     /// JSONL: each line's object. CSV: header -> cell, every cell a string.
+    /// Parquet: column -> value, typed as its column (see `sinks`).
     pub records: Vec<Map<String, Value>>,
 }
 
-/// Everything under a local destination's base directory.
+/// Everything under a destination's root: a local base directory, or a
+/// bucket, container or directory `sinks` read.
 #[derive(Debug, Default)]
 pub struct DestOutput {
     pub objects: BTreeMap<String, Object>,
@@ -651,6 +697,13 @@ pub fn read_dest(root: &Path) -> DestOutput {
     out
 }
 
+/// Whether the last segment of `rel` names an interrupted write's
+/// temporary file, which a reader never needs to fetch.
+pub fn is_temp_name(rel: &str) -> bool {
+    let name = rel.rsplit('/').next().unwrap_or(rel);
+    name.starts_with('.') && name.contains(".tmp")
+}
+
 fn walk(root: &Path, dir: &Path, out: &mut DestOutput) {
     let mut entries: Vec<_> = fs::read_dir(dir)
         .unwrap_or_else(|e| panic!("read dir {}: {e}", dir.display()))
@@ -667,18 +720,30 @@ fn walk(root: &Path, dir: &Path, out: &mut DestOutput) {
             .expect("below root")
             .to_string_lossy()
             .replace('\\', "/");
-        let name = path.file_name().unwrap().to_string_lossy().into_owned();
-        if name.starts_with('.') && name.contains(".tmp") {
+        if is_temp_name(&rel) {
             out.temp_files.push(rel);
-        } else if let Some(object) = rel.strip_suffix(".manifest.json") {
-            let text = fs::read(&path).unwrap();
-            let m: Value = serde_json::from_slice(&text)
-                .unwrap_or_else(|e| panic!("manifest {rel} is not complete JSON: {e}"));
-            out.manifests.insert(object.to_string(), m);
-        } else if let Some((part, format)) = object_name(&name) {
+        } else {
             let raw = fs::read(&path).unwrap();
+            out.add(rel, raw);
+        }
+    }
+}
+
+impl DestOutput {
+    /// Files one stored file or object under `rel` (its key below the
+    /// destination's root): temporary file, manifest, object or other.
+    /// Panics on a final-named object or manifest that does not decode.
+    pub fn add(&mut self, rel: String, raw: Vec<u8>) {
+        let name = rel.rsplit('/').next().unwrap_or(&rel).to_string();
+        if is_temp_name(&rel) {
+            self.temp_files.push(rel);
+        } else if let Some(object) = rel.strip_suffix(".manifest.json") {
+            let m: Value = serde_json::from_slice(&raw)
+                .unwrap_or_else(|e| panic!("manifest {rel} is not complete JSON: {e}"));
+            self.manifests.insert(object.to_string(), m);
+        } else if let Some((part, format)) = object_name(&name) {
             let records = decode(&rel, format, &raw);
-            out.objects.insert(
+            self.objects.insert(
                 rel.clone(),
                 Object {
                     rel,
@@ -689,7 +754,7 @@ fn walk(root: &Path, dir: &Path, out: &mut DestOutput) {
                 },
             );
         } else {
-            out.other.push(rel);
+            self.other.push(rel);
         }
     }
 }
@@ -706,6 +771,9 @@ fn object_name(name: &str) -> Option<(String, Format)> {
 
 /// Decodes a whole object or panics saying why it is not complete.
 pub fn decode(rel: &str, format: Format, raw: &[u8]) -> Vec<Map<String, Value>> {
+    if format == Format::Parquet {
+        return sinks::parquet_rows(rel, raw);
+    }
     let text = if format.is_gz() {
         let mut plain = Vec::new();
         flate2::read::GzDecoder::new(raw)
