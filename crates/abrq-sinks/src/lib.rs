@@ -5,6 +5,7 @@
 //! first delivery or `check()`.
 
 pub mod cloud;
+pub mod failure;
 pub mod ftp;
 pub mod kafka;
 pub mod local;

@@ -1,85 +1,40 @@
-//! What a cloud store failure means for the batch, decided in one table for
-//! every cloud engine. Each engine's `errors.rs` reduces its client's error
-//! to a [`Failure`] (one exhaustive match per client); [`delivery_error`]
-//! alone turns that into a disposition, so S3, Azure and GCS can never
-//! disagree about, say, a 403.
+//! What a cloud store's answer means, for every cloud engine: an HTTP
+//! status (with the store's error code and any `Retry-After`) onto the
+//! shared [`Failure`] table (`crate::failure`), so S3, Azure and GCS can
+//! never disagree about, say, a 403. Each client's own errors are reduced
+//! in `store/errors.rs` (S3, Azure) and `gcs/errors.rs`.
 
-use std::error::Error as StdError;
 use std::time::Duration;
 
-use abrq_core::{DeliveryError, Disposition, ReasonClass};
 use chrono::{DateTime, Utc};
 use http::HeaderMap;
 
-/// A server's hint longer than this is taken as this: a wrong clock or a
-/// typo must not park a destination for a day.
-pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(15 * 60);
+use crate::failure::{Failure, MAX_RETRY_AFTER};
 
 /// Store error codes that mean "this object is too big", sent with 400 by
 /// S3 and with 413 by Azure: no retry can make the same batch smaller.
 const TOO_LARGE: [&str; 2] = ["EntityTooLarge", "RequestBodyTooLarge"];
 
-/// A failure, by what the drain loop must do about it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Failure {
-    /// Never reached the server, or lost it mid-request: refused, reset,
-    /// DNS, TLS.
-    Network,
-    Timeout,
-    /// The server answered with an error status.
-    Status {
-        status: u16,
-        /// The store's own error code (S3/Azure `<Code>`, GCS `reason`).
-        code: Option<String>,
-        retry_after: Option<Duration>,
-    },
-    /// Missing, wrong or expired credentials, or no permission.
-    Credentials,
-    /// An answer that could not be read.
-    BadResponse,
-    /// A local setup problem (bad URL, client construction).
-    Setup,
-    /// A failure the client reports with no status or kind to read (e.g.
-    /// a 5xx or 429 object_store already retried, whose status it keeps
-    /// private): nothing suggests the batch is at fault.
-    Other,
-}
-
-/// The one decision: only an object the store can never accept is the
-/// batch's fault. Credentials, permissions, missing buckets and odd 4xx are
-/// the destination's: retrying the same batch lets the breaker open while
-/// an operator fixes them (a dead letter would move on and fail every
-/// later batch the same way).
-pub fn disposition(f: &Failure) -> Disposition {
-    match f {
-        Failure::Status { status: 413, .. } => Disposition::DeadLetter(ReasonClass::Rejected),
-        Failure::Status {
-            code: Some(code), ..
-        } if TOO_LARGE.iter().any(|c| c.eq_ignore_ascii_case(code)) => {
-            Disposition::DeadLetter(ReasonClass::Rejected)
-        }
-        Failure::Status { .. }
-        | Failure::Network
-        | Failure::Timeout
-        | Failure::Credentials
-        | Failure::BadResponse
-        | Failure::Setup
-        | Failure::Other => Disposition::Retry,
+/// An error status, by what it says about the batch. Only an object the
+/// store can never accept is the batch's fault; credentials, permissions,
+/// missing buckets and odd 4xx are the destination's.
+pub fn status_failure(status: u16, code: Option<&str>, retry_after: Option<Duration>) -> Failure {
+    if code.is_some_and(|c| TOO_LARGE.iter().any(|t| t.eq_ignore_ascii_case(c))) {
+        return Failure::TooLarge { record: None };
     }
-}
-
-/// The classified error, keeping `source` as the cause chain.
-pub fn delivery_error(
-    failure: Failure,
-    source: impl Into<Box<dyn StdError + Send + Sync>>,
-) -> DeliveryError {
-    let e = DeliveryError::new(disposition(&failure), source);
-    match failure {
-        Failure::Status {
-            retry_after: Some(after),
-            ..
-        } => e.with_retry_after(after),
-        _ => e,
+    match status {
+        413 => Failure::TooLarge { record: None },
+        401 | 403 => Failure::Unauthorized,
+        404 => Failure::Missing,
+        408 => Failure::Timeout,
+        409 | 412 => Failure::Conflict,
+        429 => Failure::Throttled { retry_after },
+        500..=599 => Failure::Unavailable { retry_after },
+        // a bucket name the store refuses, a method it does not allow:
+        // the same for every batch
+        400..=499 => Failure::Misconfigured,
+        // not an error status at all
+        0..=399 | 600..=u16::MAX => Failure::Protocol,
     }
 }
 
@@ -105,11 +60,7 @@ impl ServerAnswer {
     }
 
     pub fn failure(&self) -> Failure {
-        Failure::Status {
-            status: self.status,
-            code: self.code.clone(),
-            retry_after: self.retry_after,
-        }
+        status_failure(self.status, self.code.as_deref(), self.retry_after)
     }
 }
 
@@ -149,14 +100,11 @@ fn error_code(body: &[u8]) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use abrq_core::{Disposition, ReasonClass};
     use chrono::TimeZone;
 
     fn status(status: u16, code: Option<&str>) -> Disposition {
-        disposition(&Failure::Status {
-            status,
-            code: code.map(str::to_string),
-            retry_after: None,
-        })
+        status_failure(status, code, None).disposition()
     }
 
     #[test]
@@ -176,16 +124,6 @@ mod tests {
             (503, Some("SlowDown")),
         ] {
             assert_eq!(status(s, c), Disposition::Retry, "{s} {c:?}");
-        }
-        for f in [
-            Failure::Network,
-            Failure::Timeout,
-            Failure::Credentials,
-            Failure::BadResponse,
-            Failure::Setup,
-            Failure::Other,
-        ] {
-            assert_eq!(disposition(&f), Disposition::Retry, "{f:?}");
         }
     }
 
@@ -218,15 +156,13 @@ mod tests {
         let json = br#"{"error":{"code":429,"message":"m","errors":[{"reason":"rateLimitExceeded","message":"m","domain":"global"}]}}"#;
         assert_eq!(error_code(json).as_deref(), Some("rateLimitExceeded"));
         assert_eq!(error_code(b"plain"), None);
-        let e = delivery_error(
-            ServerAnswer {
-                status: 503,
-                code: Some("SlowDown".into()),
-                retry_after: Some(Duration::from_secs(3)),
-            }
-            .failure(),
-            "x",
-        );
+        let e = ServerAnswer {
+            status: 503,
+            code: Some("SlowDown".into()),
+            retry_after: Some(Duration::from_secs(3)),
+        }
+        .failure()
+        .error("x");
         assert!(e.is_transient());
         assert_eq!(e.retry_after, Some(Duration::from_secs(3)));
     }

@@ -1,7 +1,8 @@
 //! The ftp/ftps engine's one error classification. Every failure is first
-//! reduced to a [`Kind`] (what happened, in terms that decide what to do),
-//! then [`classify`] maps each kind onto a [`Disposition`] in one exhaustive
-//! match, reply codes by range, so no code falls through unnoticed.
+//! reduced to a [`Kind`] (what happened: it also decides whether the
+//! session may be reused), then [`classify`] maps each kind onto the shared
+//! [`Failure`] table in one exhaustive match, reply codes by range, so no
+//! code falls through unnoticed.
 //!
 //! Almost everything is the server's or the network's problem, not the
 //! batch's: the drain loop retries, the breaker opens, `check()` says why.
@@ -12,8 +13,10 @@ use std::io;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use abrq_core::{DeliveryError, Disposition, ReasonClass};
+use abrq_core::DeliveryError;
 use suppaftp::FtpError;
+
+use crate::failure::Failure;
 
 /// What went wrong, as far as the caller must act on it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,43 +33,55 @@ pub enum Kind {
     Local,
 }
 
-/// Decides what the drain loop does with a failure of this kind.
-pub fn classify(kind: Kind) -> Disposition {
-    use Disposition::{DeadLetter, Retry};
+/// What a failure of this kind means.
+pub fn classify(kind: Kind) -> Failure {
     match kind {
         // The link or the server is down or slow; the same batch will go
         // through once it is back.
-        Kind::Network(_) => Retry,
+        Kind::Network(io::ErrorKind::TimedOut) => Failure::Timeout,
+        Kind::Network(_) => Failure::Network,
         // A certificate the operator must fix (or trust via tls_ca_file).
-        Kind::Tls => Retry,
+        Kind::Tls => Failure::Misconfigured,
         // A confused session is dropped, and the next one starts clean.
-        Kind::Protocol => Retry,
+        Kind::Protocol => Failure::Protocol,
         // An unreadable CA file or a bad key is fixed in config or code.
-        Kind::Local => Retry,
+        Kind::Local => Failure::Misconfigured,
         Kind::Reply(code) => match code {
             // A positive reply where another was expected: a server dialect
             // we do not speak, which no batch can work around.
-            0..=399 => Retry,
-            // 4xx is transient by definition (RFC 959): 421 service not
-            // available, 425/426 data connection failed, 430 bad login,
-            // 450 file busy, 451 local error, 452 insufficient space.
-            400..=499 => Retry,
+            0..=399 => Failure::Protocol,
+            // 4xx is transient by definition (RFC 959).
+            // 421 service not available, closing the connection.
+            421 => Failure::Unavailable { retry_after: None },
+            // 425/426 the data connection could not be opened or broke.
+            425 | 426 => Failure::Network,
+            // 430 bad login.
+            430 => Failure::Unauthorized,
+            // 452 insufficient space.
+            452 => Failure::Storage,
+            // 450 file busy, 451 local error, and the rest.
+            400..=420 | 422..=424 | 427..=429 | 431..=451 | 453..=499 => {
+                Failure::Unavailable { retry_after: None }
+            }
             // Not logged in / need an account: credentials, not the batch.
             // Retrying opens the breaker and `check()` reports the login.
-            530 | 532 => Retry,
+            530 | 532 => Failure::Unauthorized,
+            // 550 no such directory or permission denied: the server's
+            // setup, the same for every batch.
+            550 => Failure::Missing,
             // About this file alone: 552 it exceeds the storage allocation
             // (a per-file size limit: a smaller batch would fit), 553 its
             // name is not allowed. Retrying the same bytes under the same
             // name cannot succeed, so dead-letter it at once. A server that
             // reports a full disk as 552 (RFC 959 says 452) dead-letters
             // instead of retrying; those dead letters can be replayed.
-            552 | 553 => DeadLetter(ReasonClass::Rejected),
-            // 500-504 syntax/unsupported command, 550 no such directory or
-            // permission denied, 551 and the rest: the server or its setup,
-            // the same for every batch, so retry and let the breaker open.
-            500..=529 | 531 | 533..=551 | 554..=599 => Retry,
+            552 => Failure::TooLarge { record: None },
+            553 => Failure::Rejected { record: None },
+            // 500-504 syntax/unsupported command, 551 and the rest: the
+            // server or its setup, the same for every batch.
+            500..=529 | 531 | 533..=549 | 551 | 554..=599 => Failure::Misconfigured,
             // Not a valid FTP reply code at all.
-            600..=u32::MAX => Retry,
+            600..=u32::MAX => Failure::Protocol,
         },
     }
 }
@@ -143,21 +158,18 @@ pub struct FtpOpError {
 
 /// Wraps a failure, classified, keeping the source chain.
 pub fn ftp_error(op: &'static str, path: &str, server: &str, cause: Cause) -> DeliveryError {
-    let disposition = classify(cause.kind());
-    DeliveryError::new(
-        disposition,
-        FtpOpError {
-            op,
-            path: path.to_string(),
-            server: server.to_string(),
-            source: cause,
-        },
-    )
+    classify(cause.kind()).error(FtpOpError {
+        op,
+        path: path.to_string(),
+        server: server.to_string(),
+        source: cause,
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use abrq_core::{Disposition, ReasonClass};
     use suppaftp::types::Response;
     use suppaftp::Status;
 
@@ -216,7 +228,7 @@ mod tests {
             reply("421 Closing"),
         ] {
             let kind = cause.kind();
-            assert_eq!(classify(kind), Disposition::Retry, "{kind:?}");
+            assert_eq!(classify(kind).disposition(), Disposition::Retry, "{kind:?}");
             assert!(!session_survives(kind), "{kind:?}");
         }
         assert!(session_survives(reply("550 Nope").kind()));

@@ -1,12 +1,14 @@
 //! The kafka engine's one error classification: librdkafka error code →
-//! [`Disposition`]. A record the broker or client can never take (too
+//! the shared [`Failure`] table. A record the broker or client can never take (too
 //! large, invalid) is the batch's fault and is dead-lettered as `rejected`;
 //! everything about reaching the cluster (brokers, leaders, replicas,
 //! timeouts, credentials, a missing topic) is retried: an operator or the
 //! cluster fixes it and the same batch then succeeds.
 
-use abrq_core::{DeliveryError, Disposition, ReasonClass};
+use abrq_core::DeliveryError;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode as Code};
+
+use crate::failure::Failure;
 
 /// What was being done, with the client's error kept as the source.
 #[derive(Debug, thiserror::Error)]
@@ -18,56 +20,58 @@ pub struct KafkaOpError {
     pub source: KafkaError,
 }
 
-/// Decides what the drain loop does with a failure carrying `code`.
-pub fn classify(code: Code) -> Disposition {
+/// What a failure carrying `code` means.
+pub fn classify(code: Code) -> Failure {
     match code {
         // The record itself: no retry can make it fit or valid.
-        Code::MessageSizeTooLarge
-        | Code::InvalidMessageSize
-        | Code::MessageBatchTooLarge
-        | Code::InvalidRecord
+        Code::MessageSizeTooLarge | Code::InvalidMessageSize | Code::MessageBatchTooLarge => {
+            Failure::TooLarge { record: None }
+        }
+        Code::InvalidRecord
         | Code::InvalidTimestamp
         | Code::BadMessage
         | Code::InvalidMessage
-        | Code::UnsupportedForMessageFormat => Disposition::DeadLetter(ReasonClass::Rejected),
-        // The cluster is (momentarily) unreachable or re-electing.
+        | Code::UnsupportedForMessageFormat => Failure::Rejected { record: None },
+        // The cluster is unreachable.
         Code::BrokerTransportFailure
         | Code::AllBrokersDown
         | Code::Resolve
-        | Code::BrokerNotAvailable
+        | Code::NetworkException => Failure::Network,
+        // The cluster is reachable but (momentarily) re-electing or short
+        // of replicas.
+        Code::BrokerNotAvailable
         | Code::LeaderNotAvailable
         | Code::NotLeaderForPartition
         | Code::ReplicaNotAvailable
         | Code::FencedLeaderEpoch
         | Code::UnknownLeaderEpoch
-        | Code::NetworkException
         | Code::NotEnoughReplicas
         | Code::NotEnoughReplicasAfterAppend
-        | Code::KafkaStorageError
-        | Code::ThrottlingQuotaExceeded
-        | Code::RebootstrapRequired => Disposition::Retry,
-        // Time ran out or the local queue is full: try again later.
+        | Code::RebootstrapRequired => Failure::Unavailable { retry_after: None },
+        Code::KafkaStorageError => Failure::Storage,
+        // Too fast for a quota, or for the local queue.
+        Code::ThrottlingQuotaExceeded | Code::QueueFull => Failure::Throttled { retry_after: None },
+        // Time ran out (a purge is the attempt giving up on its records).
         Code::MessageTimedOut
         | Code::RequestTimedOut
         | Code::OperationTimedOut
         | Code::TimedOutQueue
-        | Code::QueueFull
         | Code::PurgeQueue
-        | Code::PurgeInflight => Disposition::Retry,
+        | Code::PurgeInflight => Failure::Timeout,
         // Set-up an operator fixes (topic creation, credentials, ACLs,
         // the topic's partitions): the same batch succeeds afterwards.
-        Code::UnknownTopicOrPartition
-        | Code::UnknownTopic
-        | Code::UnknownPartition
-        | Code::TopicAuthorizationFailed
+        Code::UnknownTopicOrPartition | Code::UnknownTopic | Code::UnknownPartition => {
+            Failure::Missing
+        }
+        Code::TopicAuthorizationFailed
         | Code::ClusterAuthorizationFailed
         | Code::SaslAuthenticationFailed
-        | Code::UnsupportedSASLMechanism
         | Code::IllegalSASLState
-        | Code::Authentication
+        | Code::Authentication => Failure::Unauthorized,
+        Code::UnsupportedSASLMechanism
         | Code::InvalidRequiredAcks
         | Code::PolicyViolation
-        | Code::InvalidTopic => Disposition::Retry,
+        | Code::InvalidTopic => Failure::Misconfigured,
         // The idempotent producer's session went wrong; librdkafka resets
         // it (epoch bump) and the whole batch is sent again.
         Code::OutOfOrderSequenceNumber
@@ -75,12 +79,12 @@ pub fn classify(code: Code) -> Disposition {
         | Code::InvalidProducerEpoch
         | Code::UnknownProducerId
         | Code::ProducerFenced
-        | Code::Fatal => Disposition::Retry,
+        | Code::Fatal => Failure::Protocol,
         // RDKafkaErrorCode is #[non_exhaustive] (and has ~200 codes, most
-        // for consumers and admin), so this arm cannot be avoided. Anything
+        // for consumers and admin): the compiler wants this arm. Anything
         // not named above is not known to be the record's fault: retrying
         // is safe (at least once), dead-lettering good data is not.
-        _ => Disposition::Retry,
+        _ => Failure::Unknown,
     }
 }
 
@@ -97,13 +101,11 @@ fn code_of(e: &KafkaError) -> Option<Code> {
 pub fn kafka_error(op: &'static str, topic: &str, source: KafkaError) -> DeliveryError {
     // No code (client creation, bad property): the config is wrong and an
     // operator fixes it, so retry with the breaker rather than dead-letter.
-    let disposition = code_of(&source).map_or(Disposition::Retry, classify);
-    DeliveryError::new(
-        disposition,
-        KafkaOpError {
+    code_of(&source)
+        .map_or(Failure::Misconfigured, classify)
+        .error(KafkaOpError {
             op,
             topic: topic.to_string(),
             source,
-        },
-    )
+        })
 }

@@ -3,10 +3,11 @@
 //! key is the `partition_key` field's value, and three headers let
 //! consumers deduplicate and tell operations apart.
 
-use abrq_core::{DeliveryError, Op, ReasonClass, Record};
+use abrq_core::{DeliveryError, Op, Record};
 use rdkafka::message::{Header, OwnedHeaders};
 use serde_json::Value;
 
+use crate::failure::Failure;
 use crate::object::encode::{check_op_field, FlatJson};
 
 /// Header names, fixed: consumers match on them.
@@ -17,8 +18,12 @@ pub const OP_HEADER: &str = "abrq_op";
 /// The message value. Item `index` names the record in an error.
 pub fn value(record: &Record, index: usize) -> Result<Vec<u8>, DeliveryError> {
     check_op_field(record, index)?;
-    serde_json::to_vec(&FlatJson(record))
-        .map_err(|e| DeliveryError::dead_letter(ReasonClass::Encoding, e).at_record(index))
+    serde_json::to_vec(&FlatJson(record)).map_err(|e| {
+        Failure::Encoding {
+            record: Some(index),
+        }
+        .error(e)
+    })
 }
 
 /// The message key: the field's value as a string (a JSON string without

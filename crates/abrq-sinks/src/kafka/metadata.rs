@@ -10,6 +10,7 @@ use rdkafka::producer::Producer;
 use super::context::ClientErrors;
 use super::destination::KafkaProducer;
 use super::errors::{classify, kafka_error, KafkaOpError};
+use crate::failure::Failure;
 
 /// How long a metadata request may take: longer than a connection's setup
 /// may (see `client_config`), so a stuck handshake is reported as one.
@@ -41,14 +42,11 @@ pub(super) async fn fetch_partitions(
             }
         };
         let missing = |code: Code| {
-            DeliveryError::new(
-                classify(code),
-                KafkaOpError {
-                    op: "find the topic",
-                    topic: topic.clone(),
-                    source: KafkaError::MetadataFetch(code),
-                },
-            )
+            classify(code).error(KafkaOpError {
+                op: "find the topic",
+                topic: topic.clone(),
+                source: KafkaError::MetadataFetch(code),
+            })
         };
         let t = md
             .topics()
@@ -64,5 +62,5 @@ pub(super) async fn fetch_partitions(
         }
     })
     .await
-    .map_err(DeliveryError::transient)?
+    .map_err(|join| Failure::Unknown.error(join))?
 }

@@ -134,7 +134,7 @@ fn oversize_and_invalid_records_are_rejected_the_rest_retried() {
         Code::InvalidMessageSize,
     ] {
         assert_eq!(
-            classify(code),
+            classify(code).disposition(),
             Disposition::DeadLetter(ReasonClass::Rejected),
             "{code:?}"
         );
@@ -149,7 +149,7 @@ fn oversize_and_invalid_records_are_rejected_the_rest_retried() {
         Code::UnknownTopicOrPartition,
         Code::GroupIdNotFound,
     ] {
-        assert_eq!(classify(code), Disposition::Retry, "{code:?}");
+        assert_eq!(classify(code).disposition(), Disposition::Retry, "{code:?}");
     }
 }
 

@@ -14,6 +14,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 
 use super::errors::local_error;
+use crate::failure::Failure;
 use crate::object::{temp, ObjectTransport};
 
 #[derive(Debug, Clone)]
@@ -111,7 +112,7 @@ where
         Ok(r) => r,
         // Cancelled at shutdown, or a panic in std I/O: nothing the batch
         // did, so try again later.
-        Err(join) => Err(DeliveryError::transient(join)),
+        Err(join) => Err(Failure::Unknown.error(join)),
     }
 }
 

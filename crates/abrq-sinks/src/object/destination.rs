@@ -8,6 +8,7 @@ use super::encode::encode;
 use super::manifest::Manifest;
 use super::naming;
 use super::{ObjectSettings, ObjectTransport};
+use crate::failure::Failure;
 
 /// Any object or file destination: the shared write path over one engine's
 /// transport.
@@ -90,9 +91,9 @@ impl<T: ObjectTransport + 'static> Destination for ObjectDestination<T> {
         let read = self.transport.get(&key).await;
         let deleted = self.transport.delete(&key).await;
         if read? != body {
-            return Err(DeliveryError::transient(format!(
-                "probe object {key} read back different bytes"
-            )));
+            return Err(
+                Failure::Protocol.error(format!("probe object {key} read back different bytes"))
+            );
         }
         deleted?;
         Ok(CheckReport {

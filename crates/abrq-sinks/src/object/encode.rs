@@ -10,12 +10,14 @@ use std::collections::HashSet;
 use std::io::{self, Write};
 
 use abrq_core::config::ObjectFormat;
-use abrq_core::{Batch, DeliveryError, Item, Op, ReasonClass, Record};
+use abrq_core::{Batch, DeliveryError, Item, Op, Record};
 use flate2::write::GzEncoder;
 use flate2::Compression;
 use serde::ser::{SerializeMap, Serializer};
 use serde::Serialize;
 use serde_json::Value;
+
+use crate::failure::Failure;
 
 /// The field (JSONL) or column (CSV) that carries a non-insert operation.
 pub const OP_FIELD: &str = "_abrq_op";
@@ -67,7 +69,7 @@ pub fn encode(format: ObjectFormat, batch: &Batch) -> Result<Encoded, DeliveryEr
         ObjectFormat::CsvGz => write_csv(Out::gzip(hint), batch),
         ObjectFormat::Parquet => super::parquet::write(batch).map_err(io::Error::other),
     };
-    enc.data = written.map_err(|e| DeliveryError::dead_letter(ReasonClass::Encoding, e))?;
+    enc.data = written.map_err(|e| Failure::Encoding { record: None }.error(e))?;
     Ok(enc)
 }
 
@@ -87,11 +89,13 @@ fn write_jsonl(mut out: Out, batch: &Batch) -> io::Result<Vec<u8>> {
 /// `index`) rather than pick one.
 pub fn check_op_field(r: &Record, index: usize) -> Result<(), DeliveryError> {
     if r.op != Op::Insert && r.fields.contains_key(OP_FIELD) {
-        return Err(DeliveryError::dead_letter(
-            ReasonClass::Encoding,
-            format!("a {} record has a field named {OP_FIELD}", r.op.as_str()),
-        )
-        .at_record(index));
+        return Err(Failure::Encoding {
+            record: Some(index),
+        }
+        .error(format!(
+            "a {} record has a field named {OP_FIELD}",
+            r.op.as_str()
+        )));
     }
     Ok(())
 }
@@ -272,7 +276,7 @@ impl Write for Out {
 mod tests {
     use super::*;
     use crate::object::conformance::{assert_holds, batch_of, gunzip, sample_batch, FORMATS};
-    use abrq_core::Disposition;
+    use abrq_core::{Disposition, ReasonClass};
     use serde_json::json;
 
     #[test]

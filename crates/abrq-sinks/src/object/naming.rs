@@ -2,7 +2,9 @@
 //! so a replayed batch overwrites its first attempt instead of duplicating.
 
 use abrq_core::config::ObjectFormat;
-use abrq_core::{BatchMeta, DeliveryError, ReasonClass};
+use abrq_core::{BatchMeta, DeliveryError};
+
+use crate::failure::Failure;
 
 /// Hex digits of the idempotency key used in the object name. 8 (as in the
 /// user document's example) collide within days at one batch a second,
@@ -64,17 +66,16 @@ pub fn probe_key(prefix: &str, token: &str) -> String {
 fn key_part(key: &str) -> Result<&str, DeliveryError> {
     match key.get(..KEY_HEX_DIGITS) {
         Some(p) if p.bytes().all(|b| b.is_ascii_hexdigit()) => Ok(p),
-        _ => Err(DeliveryError::dead_letter(
-            ReasonClass::Encoding,
-            format!("idempotency key {key:?} does not start with {KEY_HEX_DIGITS} hex digits"),
-        )),
+        _ => Err(Failure::Encoding { record: None }.error(format!(
+            "idempotency key {key:?} does not start with {KEY_HEX_DIGITS} hex digits"
+        ))),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use abrq_core::idempotency_key;
+    use abrq_core::{idempotency_key, ReasonClass};
     use chrono::{TimeZone, Utc};
     use std::collections::HashSet;
     use uuid::Uuid;

@@ -12,6 +12,7 @@ use super::config::RelationalSettings;
 use super::errors::DbError;
 use super::plan::{plan, Plan, Policy, Step};
 use super::table::TableInfo;
+use crate::failure::Failure;
 
 /// How a plan is run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -142,7 +143,7 @@ impl<B: Backend> RelationalDestination<B> {
             Err(RunError { error, item: None }) => error.into_delivery(),
             // Not reproduced (the table changed in between): let the
             // retry decide with a fresh view rather than dead-letter.
-            Ok(_) => DeliveryError::transient(first),
+            Ok(_) => Failure::Conflict.error(first),
         }
     }
 }
@@ -231,9 +232,8 @@ impl<B: Backend> Destination for RelationalDestination<B> {
         if s.mode == abrq_core::config::WriteMode::Upsert
             && table.as_ref().is_some_and(|t| t.key.is_empty())
         {
-            return Err(DeliveryError::transient(format!(
-                "{about}; upsert mode needs a primary key on it"
-            )));
+            return Err(Failure::Misconfigured
+                .error(format!("{about}; upsert mode needs a primary key on it")));
         }
         Ok(CheckReport {
             detail: format!(

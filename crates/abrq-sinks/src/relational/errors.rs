@@ -1,16 +1,18 @@
-//! What a database failure means for the batch, for both engines: each
-//! engine maps its own codes onto a [`Failure`] (`postgres/errors.rs`,
-//! `mysql/errors.rs`), and [`Failure::disposition`] is the one exhaustive
-//! decision. Retry when the database or the network is at fault; dead-letter
-//! when this batch's data can never go in as it is.
+//! What a database failure means, for both engines: each engine maps its
+//! own codes onto a [`Kind`] (`postgres/errors.rs`, `mysql/errors.rs`), and
+//! [`Kind::failure`] puts every kind in the shared [`Failure`] table, whose
+//! `disposition()` decides. The kinds stay finer than the table because
+//! the flow needs to know more: whether one row is to blame (then it is
+//! found), and which collisions are another writer's (then retried).
 
-use abrq_core::{DeliveryError, Disposition, ReasonClass};
+use abrq_core::DeliveryError;
 
 use super::plan::PlanError;
+use crate::failure::Failure;
 
-/// The kinds of failure abrq tells apart.
+/// The kinds of database failure abrq tells apart.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Failure {
+pub enum Kind {
     // the connection or the server, momentarily
     ConnectionLost,
     Timeout,
@@ -45,41 +47,41 @@ pub enum Failure {
     Unclassified,
 }
 
-impl Failure {
-    pub fn disposition(self) -> Disposition {
+impl Kind {
+    /// This kind in the shared table.
+    pub fn failure(self) -> Failure {
         match self {
-            Failure::ConnectionLost
-            | Failure::Timeout
-            | Failure::Deadlock
-            | Failure::SerializationFailure
-            | Failure::LockTimeout
-            | Failure::TooManyConnections
-            | Failure::ReadOnly
-            | Failure::ShuttingDown
-            | Failure::ResourcesExhausted => Disposition::Retry,
+            Kind::ConnectionLost => Failure::Network,
+            Kind::Timeout => Failure::Timeout,
+            Kind::Deadlock | Kind::SerializationFailure | Kind::LockTimeout => Failure::Conflict,
+            Kind::TooManyConnections | Kind::ReadOnly | Kind::ShuttingDown => {
+                Failure::Unavailable { retry_after: None }
+            }
+            Kind::ResourcesExhausted => Failure::Storage,
             // Not the batch's fault: the backlog waits and the breaker
             // opens while an operator fixes grants, the table or the config.
-            Failure::Unauthorized
-            | Failure::MissingObject
-            | Failure::ObjectExists
-            | Failure::Misconfigured => Disposition::Retry,
-            Failure::ConstraintViolation
-            | Failure::ValueTooLong
-            | Failure::OutOfRange
-            | Failure::InvalidInput
-            | Failure::RowTooLarge
-            | Failure::BadName => Disposition::DeadLetter(ReasonClass::Rejected),
-            // Unknown is retried: the retry budget bounds it, and a dead
-            // letter for what may be a server hiccup would need a replay.
-            Failure::Unclassified => Disposition::Retry,
+            Kind::Unauthorized => Failure::Unauthorized,
+            Kind::MissingObject => Failure::Missing,
+            Kind::ObjectExists => Failure::Conflict,
+            Kind::Misconfigured => Failure::Misconfigured,
+            Kind::ConstraintViolation
+            | Kind::ValueTooLong
+            | Kind::OutOfRange
+            | Kind::InvalidInput
+            | Kind::BadName => Failure::Rejected { record: None },
+            Kind::RowTooLarge => Failure::TooLarge { record: None },
+            Kind::Unclassified => Failure::Unknown,
         }
     }
 
     /// Whether this failure blames one row, so finding the row is worth it.
     /// A bad name fails the DDL, before any row is written.
     pub fn blames_a_row(self) -> bool {
-        self != Failure::BadName
-            && self.disposition() == Disposition::DeadLetter(ReasonClass::Rejected)
+        self != Kind::BadName
+            && matches!(
+                self.failure(),
+                Failure::Rejected { .. } | Failure::TooLarge { .. }
+            )
     }
 }
 
@@ -89,7 +91,7 @@ impl Failure {
 #[error("cannot {op}{}", detail.as_deref().map(|d| format!(" ({d})")).unwrap_or_default())]
 pub struct DbError {
     pub op: String,
-    pub kind: Failure,
+    pub kind: Kind,
     /// The server's detail line (PostgreSQL's `DETAIL`), when it sent one.
     pub detail: Option<String>,
     #[source]
@@ -98,55 +100,58 @@ pub struct DbError {
 
 impl DbError {
     pub fn into_delivery(self) -> DeliveryError {
-        DeliveryError::new(self.kind.disposition(), self)
+        self.kind.failure().error(self)
     }
 }
 
 impl From<PlanError> for DeliveryError {
     fn from(e: PlanError) -> Self {
-        match e {
-            PlanError::Drift { item, .. } => {
-                DeliveryError::dead_letter(ReasonClass::SchemaDrift, e).at_record(item)
-            }
-            PlanError::Rejected { item, .. } => {
-                DeliveryError::dead_letter(ReasonClass::Rejected, e).at_record(item)
-            }
+        let failure = match &e {
+            PlanError::Drift { item, .. } => Failure::Drift {
+                record: Some(*item),
+            },
+            PlanError::Rejected { item, .. } => Failure::Rejected {
+                record: Some(*item),
+            },
             // the message names every bad record
-            PlanError::Names(_) => DeliveryError::dead_letter(ReasonClass::Rejected, e),
-            PlanError::NoKey(_) => DeliveryError::transient(e),
-        }
+            PlanError::Names(_) => Failure::Rejected { record: None },
+            // upsert into a table without a primary key: the table's setup
+            PlanError::NoKey(_) => Failure::Misconfigured,
+        };
+        failure.error(e)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use abrq_core::{Disposition, ReasonClass};
 
     #[test]
     fn data_errors_dead_letter_and_the_rest_retry() {
         for f in [
-            Failure::ConstraintViolation,
-            Failure::ValueTooLong,
-            Failure::OutOfRange,
-            Failure::InvalidInput,
-            Failure::RowTooLarge,
+            Kind::ConstraintViolation,
+            Kind::ValueTooLong,
+            Kind::OutOfRange,
+            Kind::InvalidInput,
+            Kind::RowTooLarge,
         ] {
             assert!(f.blames_a_row(), "{f:?}");
         }
         assert_eq!(
-            Failure::BadName.disposition(),
+            Kind::BadName.failure().disposition(),
             Disposition::DeadLetter(ReasonClass::Rejected)
         );
-        assert!(!Failure::BadName.blames_a_row());
+        assert!(!Kind::BadName.blames_a_row());
         for f in [
-            Failure::ConnectionLost,
-            Failure::Deadlock,
-            Failure::SerializationFailure,
-            Failure::TooManyConnections,
-            Failure::ReadOnly,
-            Failure::Unclassified,
+            Kind::ConnectionLost,
+            Kind::Deadlock,
+            Kind::SerializationFailure,
+            Kind::TooManyConnections,
+            Kind::ReadOnly,
+            Kind::Unclassified,
         ] {
-            assert_eq!(f.disposition(), Disposition::Retry, "{f:?}");
+            assert_eq!(f.failure().disposition(), Disposition::Retry, "{f:?}");
         }
     }
 

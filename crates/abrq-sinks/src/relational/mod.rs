@@ -7,10 +7,12 @@
 //! `dialect` (type model, widening, spellings), `names` (which field
 //! names can be columns), `plan` and `group` (the drift policy and
 //! statements, pure), `errors` (what a failure means),
-//! `destination` (the flow). Per engine: `postgres/` and `mysql/` (catalog,
-//! ledger, statements, and their own error codes).
+//! `destination` (the flow), `writer` (one batch's transaction, in the same
+//! order for both). Per dialect: `postgres/` and `mysql/` (catalog, ledger,
+//! the statements `writer` runs, and their own error codes).
 
 pub mod config;
+mod connection;
 pub mod destination;
 mod dialect;
 pub mod errors;
@@ -22,6 +24,7 @@ pub mod postgres;
 mod rows;
 pub mod table;
 pub mod types;
+mod writer;
 
 #[cfg(test)]
 mod tests;

@@ -1,6 +1,6 @@
-//! The one classification of gcloud-storage errors → a [`Failure`],
-//! decided in `cloud/answer.rs`; plus the middleware that keeps a
-//! `Retry-After` the client would otherwise drop.
+//! The one classification of gcloud-storage errors → a shared
+//! [`Failure`] (statuses through `cloud/answer.rs`); plus the middleware
+//! that keeps a `Retry-After` the client would otherwise drop.
 
 use abrq_core::DeliveryError;
 use async_trait::async_trait;
@@ -9,16 +9,20 @@ use http::Extensions;
 use reqwest_middleware::reqwest::{Request, Response};
 use reqwest_middleware::{Middleware, Next};
 
-use crate::cloud::answer::{delivery_error, Failure, ServerAnswer};
+use crate::cloud::answer::{status_failure, ServerAnswer};
+use crate::failure::Failure;
 
-/// Classifies `err`, keeping it as the cause.
-pub fn classify(err: Error) -> DeliveryError {
-    let failure = match &err {
-        Error::Response(r) => Failure::Status {
-            status: r.code,
-            code: r.errors.first().map(|e| e.reason.clone()),
-            retry_after: None,
-        },
+/// `err`, classified, as the cause of a delivery error.
+pub fn gcs_error(err: Error) -> DeliveryError {
+    classify(&err).error(err)
+}
+
+/// What `err` means.
+pub fn classify(err: &Error) -> Failure {
+    match err {
+        Error::Response(r) => {
+            status_failure(r.code, r.errors.first().map(|e| e.reason.as_str()), None)
+        }
         Error::HttpClient(e) | Error::RawResponse(e, _) => from_reqwest(e),
         Error::HttpMiddleware(e) => match (
             e.downcast_ref::<ServerAnswer>(),
@@ -26,12 +30,11 @@ pub fn classify(err: Error) -> DeliveryError {
         ) {
             (Some(answer), _) => answer.failure(),
             (None, Some(e)) => from_reqwest(e),
-            (None, None) => Failure::Other,
+            (None, None) => Failure::Unknown,
         },
-        Error::TokenSource(_) => Failure::Credentials,
-        Error::InvalidRangeHeader(_) => Failure::BadResponse,
-    };
-    delivery_error(failure, err)
+        Error::TokenSource(_) => Failure::Unauthorized,
+        Error::InvalidRangeHeader(_) => Failure::Protocol,
+    }
 }
 
 /// A 404, whichever way the client reports it: media downloads surface the
@@ -48,17 +51,13 @@ pub fn is_not_found(err: &Error) -> bool {
 
 fn from_reqwest(e: &reqwest_middleware::reqwest::Error) -> Failure {
     if let Some(status) = e.status() {
-        Failure::Status {
-            status: status.as_u16(),
-            code: None,
-            retry_after: None,
-        }
+        status_failure(status.as_u16(), None, None)
     } else if e.is_timeout() {
         Failure::Timeout
     } else if e.is_decode() {
-        Failure::BadResponse
+        Failure::Protocol
     } else if e.is_builder() {
-        Failure::Setup
+        Failure::Misconfigured
     } else {
         // connect, request, body, redirect: the connection, not the batch
         Failure::Network

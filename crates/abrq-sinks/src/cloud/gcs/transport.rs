@@ -18,9 +18,9 @@ use gcloud_storage::http::resumable_upload_client::{ChunkSize, UploadStatus};
 use reqwest_middleware::{reqwest, ClientBuilder};
 use tokio::sync::OnceCell;
 
-use super::errors::{classify, is_not_found, RetryAfterAnswers};
-use crate::cloud::answer::{delivery_error, Failure};
+use super::errors::{gcs_error, is_not_found, RetryAfterAnswers};
 use crate::cloud::{CONNECT_TIMEOUT, PART_SIZE, REQUEST_TIMEOUT};
+use crate::failure::Failure;
 use crate::object::ObjectTransport;
 
 #[derive(Clone)]
@@ -91,7 +91,7 @@ impl GcsTransport {
             .connect_timeout(CONNECT_TIMEOUT)
             .timeout(REQUEST_TIMEOUT)
             .build()
-            .map_err(|e| delivery_error(Failure::Setup, e))?;
+            .map_err(|e| Failure::Misconfigured.error(e))?;
         let config = ClientConfig {
             http: Some(ClientBuilder::new(http).with(RetryAfterAnswers).build()),
             storage_endpoint: self.0.endpoint.clone(),
@@ -102,11 +102,11 @@ impl GcsTransport {
             Some(json) => {
                 let file = CredentialsFile::new_from_str(json)
                     .await
-                    .map_err(|e| delivery_error(Failure::Credentials, e))?;
+                    .map_err(|e| Failure::Unauthorized.error(e))?;
                 config
                     .with_credentials(file)
                     .await
-                    .map_err(|e| delivery_error(Failure::Credentials, e))?
+                    .map_err(|e| Failure::Unauthorized.error(e))?
             }
         };
         Ok(Client::new(config))
@@ -132,7 +132,7 @@ impl GcsTransport {
             .await?
             .prepare_resumable_upload(&req, &Self::media(key, data.len()))
             .await
-            .map_err(classify)?;
+            .map_err(gcs_error)?;
         let total = data.len() as u64;
         let mut at = 0u64;
         while at < total {
@@ -142,26 +142,22 @@ impl GcsTransport {
             match session
                 .upload_multiple_chunk(chunk, &size)
                 .await
-                .map_err(classify)?
+                .map_err(gcs_error)?
             {
                 UploadStatus::Ok(_) => return Ok(()),
                 UploadStatus::ResumeIncomplete(kept) if kept.last_byte + 1 > at => {
                     at = kept.last_byte + 1;
                 }
                 UploadStatus::ResumeIncomplete(_) | UploadStatus::NotStarted => {
-                    return Err(delivery_error(
-                        Failure::BadResponse,
-                        format!(
-                            "resumable upload of {key}: the server kept nothing past byte {at}"
-                        ),
-                    ))
+                    return Err(Failure::Protocol.error(format!(
+                        "resumable upload of {key}: the server kept nothing past byte {at}"
+                    )))
                 }
             }
         }
-        Err(delivery_error(
-            Failure::BadResponse,
-            format!("resumable upload of {key}: every byte sent but the object was not finished"),
-        ))
+        Err(Failure::Protocol.error(format!(
+            "resumable upload of {key}: every byte sent but the object was not finished"
+        )))
     }
 }
 
@@ -184,7 +180,7 @@ impl ObjectTransport for GcsTransport {
             .await?
             .upload_object(&req, data, &media)
             .await
-            .map_err(classify)?;
+            .map_err(gcs_error)?;
         Ok(())
     }
 
@@ -195,7 +191,7 @@ impl ObjectTransport for GcsTransport {
             ..Default::default()
         };
         match self.client().await?.delete_object(&req).await {
-            Err(e) if !is_not_found(&e) => Err(classify(e)),
+            Err(e) if !is_not_found(&e) => Err(gcs_error(e)),
             _ => Ok(()),
         }
     }
@@ -211,7 +207,7 @@ impl ObjectTransport for GcsTransport {
             .await?
             .download_object(&req, &Range::default())
             .await
-            .map_err(classify)?;
+            .map_err(gcs_error)?;
         Ok(Bytes::from(data))
     }
 }

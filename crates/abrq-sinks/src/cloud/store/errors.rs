@@ -1,6 +1,7 @@
 //! The one classification of object_store errors (S3 and Azure Blob share
 //! the client, so they share this function): `object_store::Error` → a
-//! [`Failure`], decided in `cloud/answer.rs`.
+//! shared [`Failure`]; answers kept typed (see `http.rs`) go through
+//! `cloud/answer.rs`.
 
 use std::error::Error as StdError;
 
@@ -8,35 +9,36 @@ use abrq_core::DeliveryError;
 use object_store::client::{HttpError, HttpErrorKind};
 use object_store::Error;
 
-use crate::cloud::answer::{delivery_error, Failure, ServerAnswer};
+use crate::cloud::answer::ServerAnswer;
+use crate::failure::Failure;
 
-/// Classifies `err`, keeping it as the cause.
-pub fn classify(err: Error) -> DeliveryError {
-    let failure = match &err {
+/// `err`, classified, as the cause of a delivery error.
+pub fn store_error(err: Error) -> DeliveryError {
+    classify(&err).error(err)
+}
+
+/// What `err` means.
+pub fn classify(err: &Error) -> Failure {
+    match err {
         Error::Generic { source, .. } => from_chain(source.as_ref()),
-        Error::PermissionDenied { .. } | Error::Unauthenticated { .. } => Failure::Credentials,
+        Error::PermissionDenied { .. } | Error::Unauthenticated { .. } => Failure::Unauthorized,
         // A put into a missing bucket or container; a get of a probe that
         // vanished. Either way the destination, not the batch.
-        Error::NotFound { .. } => Failure::Status {
-            status: 404,
-            code: None,
-            retry_after: None,
-        },
+        Error::NotFound { .. } => Failure::Missing,
         // Conditional requests are never sent, so these mean a store that
-        // behaves unexpectedly: retry.
+        // behaves unexpectedly.
         Error::AlreadyExists { .. } | Error::Precondition { .. } | Error::NotModified { .. } => {
-            Failure::Other
+            Failure::Protocol
         }
         Error::InvalidPath { .. }
         | Error::NotSupported { .. }
         | Error::NotImplemented { .. }
-        | Error::UnknownConfigurationKey { .. } => Failure::Setup,
-        Error::JoinError { .. } => Failure::Other,
-        // object_store::Error is #[non_exhaustive], so this arm cannot be
-        // avoided; a variant added later is a store problem, not the batch's.
-        _ => Failure::Other,
-    };
-    delivery_error(failure, err)
+        | Error::UnknownConfigurationKey { .. } => Failure::Misconfigured,
+        Error::JoinError { .. } => Failure::Unknown,
+        // object_store::Error is #[non_exhaustive]: the compiler wants this
+        // arm. A variant added later is not known to be the batch's fault.
+        _ => Failure::Unknown,
+    }
 }
 
 /// What object_store's private retry error wraps: our typed answer (see
@@ -59,11 +61,13 @@ fn from_chain(e: &(dyn StdError + 'static)) -> Failure {
             Failure::Network
         }
         Some(HttpErrorKind::Timeout) => Failure::Timeout,
-        Some(HttpErrorKind::Decode) => Failure::BadResponse,
+        Some(HttpErrorKind::Decode) => Failure::Protocol,
         // hyper's "connection closed before message completed" and the like
         Some(HttpErrorKind::Unknown) => Failure::Network,
         // HttpErrorKind is #[non_exhaustive] too.
-        Some(_) => Failure::Other,
-        None => Failure::Other,
+        Some(_) => Failure::Unknown,
+        // e.g. a 5xx or 429 object_store already retried, whose status it
+        // keeps private: nothing suggests the batch is at fault
+        None => Failure::Unknown,
     }
 }

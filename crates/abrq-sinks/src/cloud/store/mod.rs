@@ -18,7 +18,7 @@ use object_store::{
     RetryConfig, UploadPart,
 };
 
-use self::errors::classify;
+use self::errors::store_error;
 use crate::cloud::{CONNECT_TIMEOUT, PARALLEL_PARTS, PART_SIZE, REQUEST_TIMEOUT};
 use crate::object::ObjectTransport;
 
@@ -91,7 +91,10 @@ impl ObjectTransport for StoreTransport {
     async fn put(&self, key: &str, data: Bytes) -> Result<(), DeliveryError> {
         let path = Path::from(key);
         if data.len() <= PART_SIZE {
-            self.store.put(&path, data.into()).await.map_err(classify)?;
+            self.store
+                .put(&path, data.into())
+                .await
+                .map_err(store_error)?;
             return Ok(());
         }
         put_multipart(self.store.as_ref(), &path, data).await
@@ -100,13 +103,17 @@ impl ObjectTransport for StoreTransport {
     async fn delete(&self, key: &str) -> Result<(), DeliveryError> {
         match self.store.delete(&Path::from(key)).await {
             Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
-            Err(e) => Err(classify(e)),
+            Err(e) => Err(store_error(e)),
         }
     }
 
     async fn get(&self, key: &str) -> Result<Bytes, DeliveryError> {
-        let got = self.store.get(&Path::from(key)).await.map_err(classify)?;
-        got.bytes().await.map_err(classify)
+        let got = self
+            .store
+            .get(&Path::from(key))
+            .await
+            .map_err(store_error)?;
+        got.bytes().await.map_err(store_error)
     }
 }
 
@@ -119,13 +126,13 @@ async fn put_multipart(
     path: &Path,
     data: Bytes,
 ) -> Result<(), DeliveryError> {
-    let upload = store.put_multipart(path).await.map_err(classify)?;
+    let upload = store.put_multipart(path).await.map_err(store_error)?;
     let mut upload = AbortOnDrop(Some(upload));
     let mut inflight: FuturesUnordered<UploadPart> = FuturesUnordered::new();
     for at in (0..data.len()).step_by(PART_SIZE) {
         if inflight.len() >= PARALLEL_PARTS {
             if let Some(done) = inflight.next().await {
-                done.map_err(classify)?;
+                done.map_err(store_error)?;
             }
         }
         let part = data.slice(at..(at + PART_SIZE).min(data.len()));
@@ -134,9 +141,9 @@ async fn put_multipart(
         inflight.push(upload.get().put_part(PutPayload::from(part)));
     }
     while let Some(done) = inflight.next().await {
-        done.map_err(classify)?;
+        done.map_err(store_error)?;
     }
-    upload.get().complete().await.map_err(classify)?;
+    upload.get().complete().await.map_err(store_error)?;
     upload.0 = None;
     Ok(())
 }

@@ -157,14 +157,14 @@ fn store_classifier_arms() {
         HttpErrorKind::Decode,
         HttpErrorKind::Unknown,
     ] {
-        let e = crate::cloud::store::errors::classify(generic(kind));
+        let e = crate::cloud::store::errors::store_error(generic(kind));
         assert!(e.is_transient(), "{kind:?}");
     }
     let denied = Error::PermissionDenied {
         path: "p".into(),
         source: "no".into(),
     };
-    assert!(crate::cloud::store::errors::classify(denied).is_transient());
+    assert!(crate::cloud::store::errors::store_error(denied).is_transient());
 }
 
 #[test]
@@ -172,7 +172,7 @@ fn gcs_classifier_arms() {
     use crate::cloud::answer::ServerAnswer;
     use gcloud_storage::http::error::ErrorResponse;
     use gcloud_storage::http::Error;
-    let classify = crate::cloud::gcs::errors::classify;
+    let classify = crate::cloud::gcs::errors::gcs_error;
     let response = |code| {
         Error::Response(ErrorResponse {
             code,

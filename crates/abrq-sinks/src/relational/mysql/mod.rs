@@ -6,42 +6,41 @@
 pub mod errors;
 mod write;
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use abrq_core::{BatchMeta, Destination};
 use async_trait::async_trait;
-use sqlx::mysql::{MySqlPool, MySqlPoolOptions};
-use sqlx::{Executor, Row as _};
+use sqlx::mysql::MySqlPool;
+use sqlx::{Executor, MySql, Row as _};
 use tokio::sync::OnceCell;
 
 use super::config::RelationalSettings;
+use super::connection::Connection;
 use super::destination::{Applied, Backend, RelationalDestination, Run, RunError};
-use super::errors::{DbError, Failure};
+use super::errors::{DbError, Kind};
 use super::plan::Plan;
 use super::table::{Column, TableInfo};
 use super::types::{Dialect, SqlType};
-use super::LEDGER;
+use super::{writer, LEDGER};
 use errors::{db_error, number, DUPLICATE_COLUMN};
 
 pub type MysqlDestination = RelationalDestination<MysqlBackend>;
 
 pub struct MysqlBackend {
-    pool: OnceLock<MySqlPool>,
+    conn: Connection<MySql>,
     settings: Arc<RelationalSettings>,
     /// `@@max_allowed_packet`, read once: statements stay well under it.
     packet: OnceCell<usize>,
-    ledger_ready: AtomicBool,
 }
 
 /// Builds the destination without I/O; the pool is made on first use.
 pub fn destination(settings: RelationalSettings) -> Arc<dyn Destination> {
-    let settings = Arc::new(settings);
+    let conn = Connection::new(Arc::new(settings));
+    let settings = conn.settings.clone();
     let backend = MysqlBackend {
-        pool: OnceLock::new(),
+        conn,
         settings: settings.clone(),
         packet: OnceCell::new(),
-        ledger_ready: AtomicBool::new(false),
     };
     Arc::new(RelationalDestination::new(backend, settings))
 }
@@ -50,11 +49,8 @@ const D: Dialect = Dialect::Mysql;
 
 impl MysqlBackend {
     fn pool(&self) -> &MySqlPool {
-        self.pool.get_or_init(|| {
-            MySqlPoolOptions::new()
-                .max_connections(2)
-                .min_connections(0)
-                .acquire_timeout(self.settings.connect_timeout)
+        self.conn.pool(|options| {
+            options
                 .after_connect(|conn, _| {
                     Box::pin(async move {
                         conn.execute(
@@ -96,7 +92,7 @@ impl MysqlBackend {
 
     async fn ledger(&self) -> Result<String, DbError> {
         let name = D.qualified(self.schema(), LEDGER);
-        if !self.ledger_ready.load(Ordering::Relaxed) {
+        let create = || async {
             // varchar, not text: key columns need a bounded length
             let sql = format!(
                 "CREATE TABLE IF NOT EXISTS {name} (\
@@ -105,15 +101,13 @@ impl MysqlBackend {
                  destination_table varchar(200) NOT NULL, \
                  PRIMARY KEY (stream, idempotency_key, destination_table))"
             );
-            sqlx::query(&sql).execute(self.pool()).await.map_err(|e| {
-                let mut err = db_error(format!("create the ledger {name}"), e);
-                if err.kind.blames_a_row() {
-                    err.kind = Failure::ObjectExists;
-                }
-                err
-            })?;
-            self.ledger_ready.store(true, Ordering::Relaxed);
-        }
+            sqlx::query(&sql)
+                .execute(self.pool())
+                .await
+                .map(drop)
+                .map_err(|e| db_error(format!("create the ledger {name}"), e))
+        };
+        self.conn.ledger(create).await?;
         Ok(name)
     }
 }
@@ -181,7 +175,7 @@ impl Backend for MysqlBackend {
             table: &self.qualified(),
             packet,
         };
-        match write::apply(&ctx, meta, plan, run).await {
+        match writer::apply(&ctx, meta, plan, run).await {
             // The plan checked its new names against a fresh read of the
             // table, so a duplicate column is most likely another writer
             // that added the same column meanwhile: the retry sees it.
@@ -190,7 +184,7 @@ impl Backend for MysqlBackend {
                     && number(&e.error.source) == Some(DUPLICATE_COLUMN)
                     && !self.refuses(&plan.add).await =>
             {
-                e.error.kind = Failure::ObjectExists;
+                e.error.kind = Kind::ObjectExists;
                 Err(e)
             }
             r => r,

@@ -5,43 +5,42 @@
 pub mod errors;
 mod write;
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use abrq_core::{BatchMeta, Destination};
 use async_trait::async_trait;
-use sqlx::postgres::{PgPool, PgPoolOptions};
-use sqlx::{Postgres, Row as _, Transaction};
+use sqlx::postgres::PgPool;
+use sqlx::{Postgres, Row as _};
 use tokio::sync::OnceCell;
 
 use super::config::RelationalSettings;
+use super::connection::Connection;
 use super::destination::{Applied, Backend, RelationalDestination, Run, RunError};
-use super::errors::{DbError, Failure};
+use super::errors::{DbError, Kind};
 use super::plan::Plan;
 use super::table::{Column, TableInfo};
 use super::types::{Dialect, SqlType};
-use super::LEDGER;
+use super::{writer, LEDGER};
 use errors::db_error;
 
 pub type PostgresDestination = RelationalDestination<PgBackend>;
 
 pub struct PgBackend {
-    pool: OnceLock<PgPool>,
+    conn: Connection<Postgres>,
     settings: Arc<RelationalSettings>,
     /// The schema: configured, or the connection's current one.
     schema: OnceCell<String>,
-    ledger_ready: AtomicBool,
 }
 
 /// Builds the destination without I/O (and without needing a runtime):
 /// the pool is made on first use and connects then.
 pub fn destination(settings: RelationalSettings) -> Arc<dyn Destination> {
-    let settings = Arc::new(settings);
+    let conn = Connection::new(Arc::new(settings));
+    let settings = conn.settings.clone();
     let backend = PgBackend {
-        pool: OnceLock::new(),
+        conn,
         settings: settings.clone(),
         schema: OnceCell::new(),
-        ledger_ready: AtomicBool::new(false),
     };
     Arc::new(RelationalDestination::new(backend, settings))
 }
@@ -50,15 +49,8 @@ const D: Dialect = Dialect::Postgres;
 
 impl PgBackend {
     fn pool(&self) -> &PgPool {
-        self.pool.get_or_init(|| {
-            PgPoolOptions::new()
-                // one drain loop delivers one batch at a time; the second
-                // connection serves `check` and the row-finding pass
-                .max_connections(2)
-                .min_connections(0)
-                .acquire_timeout(self.settings.connect_timeout)
-                .connect_lazy_with(self.settings.pg_options())
-        })
+        self.conn
+            .pool(|options| options.connect_lazy_with(self.settings.pg_options()))
     }
 
     async fn schema(&self) -> Result<&str, DbError> {
@@ -74,7 +66,7 @@ impl PgBackend {
                     .map_err(|e| db_error("read the current schema", e))?;
                 row.ok_or_else(|| DbError {
                     op: "find a schema: search_path names none; set `schema`".into(),
-                    kind: Failure::Misconfigured,
+                    kind: Kind::Misconfigured,
                     detail: None,
                     source: sqlx::Error::Configuration("no current schema".into()),
                 })
@@ -89,7 +81,7 @@ impl PgBackend {
 
     async fn ledger(&self) -> Result<String, DbError> {
         let name = D.qualified(self.schema().await?, LEDGER);
-        if !self.ledger_ready.load(Ordering::Relaxed) {
+        let create = || async {
             let sql = format!(
                 "CREATE TABLE IF NOT EXISTS {name} (\
                  stream text NOT NULL, idempotency_key text NOT NULL, \
@@ -97,39 +89,26 @@ impl PgBackend {
                  destination_table text NOT NULL, \
                  PRIMARY KEY (stream, idempotency_key, destination_table))"
             );
-            let op = || format!("create the ledger {name}");
-            let fail = |e| {
-                let mut err = db_error(op(), e);
-                // whatever collides in the catalog, the batch is not to blame
-                if err.kind.blames_a_row() {
-                    err.kind = Failure::ObjectExists;
-                }
-                err
-            };
+            let fail = |e| db_error(format!("create the ledger {name}"), e);
             let mut tx = self.pool().begin().await.map_err(fail)?;
-            creation_lock(&mut tx, &name).await.map_err(fail)?;
-            sqlx::query(&sql).execute(&mut *tx).await.map_err(fail)?;
-            tx.commit().await.map_err(fail)?;
-            self.ledger_ready.store(true, Ordering::Relaxed);
-        }
+            for sql in [creation_lock(&name), sql] {
+                sqlx::query(&sql).execute(&mut *tx).await.map_err(fail)?;
+            }
+            tx.commit().await.map_err(fail)
+        };
+        self.conn.ledger(create).await?;
         Ok(name)
     }
 }
 
-/// Takes turns with every other session creating `table` (quoted,
-/// qualified), until the transaction ends. Two sessions running `CREATE
-/// TABLE IF NOT EXISTS` at once both find no table, and the second fails
-/// on a unique index of the catalog (`pg_type_typname_nsp_index`); in
-/// turns, the second finds the table the first committed.
-pub(crate) async fn creation_lock(
-    tx: &mut Transaction<'_, Postgres>,
-    table: &str,
-) -> Result<(), sqlx::Error> {
-    sqlx::query("SELECT pg_advisory_xact_lock($1)")
-        .bind(lock_key(table))
-        .execute(&mut **tx)
-        .await
-        .map(drop)
+/// The statement that takes turns with every other session creating
+/// `table` (quoted, qualified), until the transaction ends. Two sessions
+/// running `CREATE TABLE IF NOT EXISTS` at once both find no table, and the
+/// second fails on a unique index of the catalog
+/// (`pg_type_typname_nsp_index`); in turns, the second finds the table the
+/// first committed. The key is a number, so it is written in the text.
+pub(crate) fn creation_lock(table: &str) -> String {
+    format!("SELECT pg_advisory_xact_lock({})", lock_key(table))
 }
 
 /// A fixed advisory lock key for a name: 64-bit FNV-1a, the same in every
@@ -208,7 +187,12 @@ impl Backend for PgBackend {
     ) -> Result<Applied, RunError> {
         let ledger = self.ledger().await?;
         let table = self.qualified().await?;
-        write::apply(self.pool(), &ledger, &table, meta, plan, run).await
+        let ctx = write::Ctx {
+            pool: self.pool(),
+            ledger: &ledger,
+            table: &table,
+        };
+        writer::apply(&ctx, meta, plan, run).await
     }
 
     async fn connect(&self) -> Result<String, DbError> {

@@ -1,41 +1,61 @@
-//! One batch, one PostgreSQL transaction: ledger row first (a batch already
-//! there is skipped), DDL (transactional in PostgreSQL), then the steps in
-//! batch order. Rows go in as one array per column through `unnest`, so a
-//! statement has one parameter per column whatever the row count (no bind
-//! limit) and keeps one prepared form per column set.
+//! PostgreSQL's statements for the shared batch transaction
+//! (`relational/writer.rs`). The ledger row goes in with `ON CONFLICT DO
+//! NOTHING`, DDL is transactional, and rows go in as one array per column
+//! through `unnest`, so a statement has one parameter per column whatever
+//! the row count (no bind limit) and keeps one prepared form per column
+//! set.
 
 use std::borrow::Cow;
 
 use abrq_core::BatchMeta;
+use async_trait::async_trait;
 use chrono::SecondsFormat;
 use sqlx::postgres::{PgArguments, PgPool};
 use sqlx::query::Query;
-use sqlx::{Postgres, Transaction};
+use sqlx::{PgConnection, Postgres};
 
 use super::errors::db_error;
 use super::D;
-use crate::relational::destination::{Applied, Run, RunError};
 use crate::relational::errors::DbError;
-use crate::relational::plan::{Plan, Row, Step};
+use crate::relational::plan::Row;
 use crate::relational::table::TableInfo;
-use crate::relational::types::{Cell, SqlType};
+use crate::relational::types::{Cell, Dialect, SqlType};
+use crate::relational::writer::{Statements, Stmt};
 
 /// Rows per statement: bounds the arrays' memory, not a server limit.
 const CHUNK_ROWS: usize = 10_000;
 
-pub async fn apply(
-    pool: &PgPool,
-    ledger: &str,
-    table: &str,
-    meta: &BatchMeta,
-    plan: &Plan<'_>,
-    run: Run,
-) -> Result<Applied, RunError> {
-    let mut tx = pool
-        .begin()
-        .await
-        .map_err(|e| db_error("begin a transaction", e))?;
-    if run == Run::Commit {
+/// One batch into one table.
+pub struct Ctx<'a> {
+    pub pool: &'a PgPool,
+    pub ledger: &'a str,
+    pub table: &'a str,
+}
+
+#[async_trait]
+impl Statements for Ctx<'_> {
+    type Db = Postgres;
+    const DIALECT: Dialect = D;
+    const DDL_IN_TRANSACTION: bool = true;
+
+    fn pool(&self) -> &PgPool {
+        self.pool
+    }
+
+    fn table(&self) -> &str {
+        self.table
+    }
+
+    fn db_error(&self, op: String, source: sqlx::Error) -> DbError {
+        db_error(op, source)
+    }
+
+    async fn execute(&self, conn: &mut PgConnection, sql: &str) -> Result<(), sqlx::Error> {
+        sqlx::query(sql).execute(conn).await.map(drop)
+    }
+
+    async fn record(&self, conn: &mut PgConnection, meta: &BatchMeta) -> Result<bool, DbError> {
+        let ledger = self.ledger;
         let sql = format!(
             "INSERT INTO {ledger} (stream, idempotency_key, destination_table) \
              VALUES ($1, $2, $3) ON CONFLICT DO NOTHING"
@@ -43,137 +63,151 @@ pub async fn apply(
         let done = sqlx::query(&sql)
             .bind(&meta.stream)
             .bind(&meta.idempotency_key)
-            .bind(table)
-            .execute(&mut *tx)
+            .bind(self.table)
+            .execute(conn)
             .await
             .map_err(|e| db_error(format!("record the batch in {ledger}"), e))?;
-        if done.rows_affected() == 0 {
-            return Ok(Applied::AlreadyApplied); // dropping `tx` rolls back
+        Ok(done.rows_affected() > 0)
+    }
+
+    /// Takes turns with every other session creating the table (see
+    /// `creation_lock`).
+    fn before_create(&self) -> Option<Stmt> {
+        Some(Stmt {
+            op: format!("create table {}", self.table),
+            sql: super::creation_lock(self.table),
+        })
+    }
+
+    fn column(&self, t: &TableInfo, name: &str) -> String {
+        let Some(c) = t.column(name) else {
+            return String::new();
+        };
+        let null = if c.nullable { "" } else { " NOT NULL" };
+        format!("{} {}{null}", D.quote(name), D.type_name(&c.ty))
+    }
+
+    fn add_column(&self, t: &TableInfo, name: &str) -> String {
+        let (n, ty) = typed(t, name);
+        format!("ADD COLUMN IF NOT EXISTS {n} {ty}")
+    }
+
+    /// Casts between instants, days and text read the session's zone: make
+    /// it UTC, the zone abrq writes in.
+    fn before_widen(&self) -> Option<Stmt> {
+        Some(Stmt {
+            op: "set the time zone for widening".into(),
+            sql: "SET LOCAL TimeZone = 'UTC'".into(),
+        })
+    }
+
+    fn widen_column(&self, t: &TableInfo, name: &str) -> String {
+        let (n, ty) = typed(t, name);
+        format!("ALTER COLUMN {n} TYPE {ty} USING {n}::{ty}")
+    }
+
+    fn truncate(&self) -> Stmt {
+        Stmt {
+            op: format!("truncate {}", self.table),
+            sql: format!("TRUNCATE TABLE {}", self.table),
         }
     }
-    ddl(&mut tx, table, plan).await?;
-    let per = match run {
-        Run::Commit => CHUNK_ROWS,
-        Run::FindRow => 1,
-    };
-    let blame = |rows: &[Row], error: DbError| RunError {
-        item: (rows.len() == 1).then(|| rows[0].item),
-        error,
-    };
-    for step in &plan.steps {
-        match step {
-            Step::Truncate => {
-                sqlx::query(&format!("TRUNCATE TABLE {table}"))
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(|e| db_error(format!("truncate {table}"), e))?;
-            }
-            Step::Write {
-                upsert,
-                columns,
-                rows,
-            } => {
-                for chunk in rows.chunks(per) {
-                    write(&mut tx, table, &plan.table, columns, chunk, *upsert)
-                        .await
-                        .map_err(|e| blame(chunk, e))?;
-                }
-            }
-            Step::Delete { rows } => {
-                for chunk in rows.chunks(per) {
-                    delete(&mut tx, table, &plan.table, chunk)
-                        .await
-                        .map_err(|e| blame(chunk, e))?;
-                }
-            }
-        }
+
+    fn chunks<'r, 'a>(&self, rows: &'r [Row<'a>], _width: usize, one: bool) -> Vec<&'r [Row<'a>]> {
+        rows.chunks(if one { 1 } else { CHUNK_ROWS }).collect()
     }
-    match run {
-        Run::Commit => {
-            tx.commit()
-                .await
-                .map_err(|e| db_error(format!("commit the batch into {table}"), e))?;
-            Ok(Applied::Committed)
+
+    async fn write(
+        &self,
+        conn: &mut PgConnection,
+        t: &TableInfo,
+        columns: &[usize],
+        rows: &[Row<'_>],
+        upsert: bool,
+    ) -> Result<(), sqlx::Error> {
+        let table = self.table;
+        if columns.is_empty() {
+            for _ in rows {
+                self.execute(conn, &format!("INSERT INTO {table} DEFAULT VALUES"))
+                    .await?;
+            }
+            return Ok(());
         }
-        Run::FindRow => {
-            tx.rollback().await.map_err(|e| db_error("roll back", e))?;
-            Ok(Applied::RolledBack)
+        let names: Vec<String> = columns
+            .iter()
+            .map(|&c| D.quote(&t.columns[c].name))
+            .collect();
+        let mut sql = format!(
+            "INSERT INTO {table} ({}) {}",
+            names.join(", "),
+            unnest_select(t, columns)
+        );
+        if upsert {
+            let key: Vec<String> = t.key.iter().map(|k| D.quote(k)).collect();
+            let set: Vec<String> = columns
+                .iter()
+                .filter(|&&c| !t.key.contains(&t.columns[c].name))
+                .map(|&c| {
+                    let n = D.quote(&t.columns[c].name);
+                    format!("{n} = EXCLUDED.{n}")
+                })
+                .collect();
+            sql.push_str(&format!(" ON CONFLICT ({}) DO ", key.join(", ")));
+            if set.is_empty() {
+                sql.push_str("NOTHING");
+            } else {
+                sql.push_str(&format!("UPDATE SET {}", set.join(", ")));
+            }
         }
+        execute_with_arrays(conn, &sql, t, columns, rows).await
+    }
+
+    async fn delete(
+        &self,
+        conn: &mut PgConnection,
+        t: &TableInfo,
+        rows: &[Row<'_>],
+    ) -> Result<(), sqlx::Error> {
+        let index = t.index();
+        let key: Vec<usize> = t.key.iter().map(|k| index[k.as_str()]).collect();
+        let names: Vec<String> = t.key.iter().map(|k| D.quote(k)).collect();
+        let sql = format!(
+            "DELETE FROM {} WHERE ({}) IN ({})",
+            self.table,
+            names.join(", "),
+            unnest_select(t, &key)
+        );
+        execute_with_arrays(conn, &sql, t, &key, rows).await
     }
 }
 
-async fn ddl(
-    tx: &mut Transaction<'_, Postgres>,
-    table: &str,
-    plan: &Plan<'_>,
-) -> Result<(), DbError> {
-    let t = &plan.table;
-    let mut stmts = Vec::new();
-    if plan.create {
-        super::creation_lock(tx, table)
-            .await
-            .map_err(|e| db_error(format!("create table {table}"), e))?;
-        let mut defs: Vec<String> = t
-            .columns
-            .iter()
-            .map(|c| {
-                let null = if c.nullable { "" } else { " NOT NULL" };
-                format!("{} {}{null}", D.quote(&c.name), D.type_name(&c.ty))
-            })
-            .collect();
-        if !t.key.is_empty() {
-            let key: Vec<String> = t.key.iter().map(|k| D.quote(k)).collect();
-            defs.push(format!("PRIMARY KEY ({})", key.join(", ")));
-        }
-        stmts.push((
-            format!("create table {table}"),
-            format!("CREATE TABLE IF NOT EXISTS {table} ({})", defs.join(", ")),
-        ));
-    }
-    let typed = |name: &String| {
-        let ty = t
-            .column(name)
-            .map(|c| D.type_name(&c.ty))
-            .unwrap_or_default();
-        (D.quote(name), ty)
-    };
-    if !plan.add.is_empty() {
-        let parts: Vec<String> = plan
-            .add
-            .iter()
-            .map(typed)
-            .map(|(n, ty)| format!("ADD COLUMN IF NOT EXISTS {n} {ty}"))
-            .collect();
-        stmts.push((
-            format!("add columns to {table}"),
-            format!("ALTER TABLE {table} {}", parts.join(", ")),
-        ));
-    }
-    if !plan.alter.is_empty() {
-        // casts between instants, days and text read the session's zone:
-        // make it UTC, the zone abrq writes in
-        stmts.push((
-            "set the time zone for widening".into(),
-            "SET LOCAL TimeZone = 'UTC'".into(),
-        ));
-        let parts: Vec<String> = plan
-            .alter
-            .iter()
-            .map(typed)
-            .map(|(n, ty)| format!("ALTER COLUMN {n} TYPE {ty} USING {n}::{ty}"))
-            .collect();
-        stmts.push((
-            format!("widen columns of {table}"),
-            format!("ALTER TABLE {table} {}", parts.join(", ")),
-        ));
-    }
-    for (op, sql) in stmts {
-        sqlx::query(&sql)
-            .execute(&mut **tx)
-            .await
-            .map_err(|e| db_error(op, e))?;
-    }
-    Ok(())
+/// A column's quoted name and type, as ALTER TABLE names them.
+fn typed(t: &TableInfo, name: &str) -> (String, String) {
+    let ty = t
+        .column(name)
+        .map(|c| D.type_name(&c.ty))
+        .unwrap_or_default();
+    (D.quote(name), ty)
+}
+
+/// Runs `sql` with one typed array per table column in `columns` (by
+/// position), filled from `rows`.
+async fn execute_with_arrays(
+    conn: &mut PgConnection,
+    sql: &str,
+    t: &TableInfo,
+    columns: &[usize],
+    rows: &[Row<'_>],
+) -> Result<(), sqlx::Error> {
+    let cols: Vec<(usize, &SqlType)> = columns
+        .iter()
+        .enumerate()
+        .map(|(i, &c)| (i, &t.columns[c].ty))
+        .collect();
+    bind_arrays(sqlx::query(sql), &cols, rows)?
+        .execute(conn)
+        .await
+        .map(drop)
 }
 
 /// The array type each column's cells are bound as (see `bind_arrays`).
@@ -223,95 +257,6 @@ fn unnest_select(t: &TableInfo, columns: &[usize]) -> String {
         params.join(", "),
         aliases.join(", ")
     )
-}
-
-async fn write(
-    tx: &mut Transaction<'_, Postgres>,
-    table: &str,
-    t: &TableInfo,
-    columns: &[usize],
-    rows: &[Row<'_>],
-    upsert: bool,
-) -> Result<(), DbError> {
-    let verb = if upsert { "upsert" } else { "insert" };
-    let op = || format!("{verb} {} rows into {table}", rows.len());
-    if columns.is_empty() {
-        for _ in rows {
-            sqlx::query(&format!("INSERT INTO {table} DEFAULT VALUES"))
-                .execute(&mut **tx)
-                .await
-                .map_err(|e| db_error(op(), e))?;
-        }
-        return Ok(());
-    }
-    let names: Vec<String> = columns
-        .iter()
-        .map(|&c| D.quote(&t.columns[c].name))
-        .collect();
-    let mut sql = format!(
-        "INSERT INTO {table} ({}) {}",
-        names.join(", "),
-        unnest_select(t, columns)
-    );
-    if upsert {
-        let key: Vec<String> = t.key.iter().map(|k| D.quote(k)).collect();
-        let set: Vec<String> = columns
-            .iter()
-            .filter(|&&c| !t.key.contains(&t.columns[c].name))
-            .map(|&c| {
-                let n = D.quote(&t.columns[c].name);
-                format!("{n} = EXCLUDED.{n}")
-            })
-            .collect();
-        sql.push_str(&format!(" ON CONFLICT ({}) DO ", key.join(", ")));
-        if set.is_empty() {
-            sql.push_str("NOTHING");
-        } else {
-            sql.push_str(&format!("UPDATE SET {}", set.join(", ")));
-        }
-    }
-    execute_with_arrays(tx, &sql, t, columns, rows, op).await
-}
-
-async fn delete(
-    tx: &mut Transaction<'_, Postgres>,
-    table: &str,
-    t: &TableInfo,
-    rows: &[Row<'_>],
-) -> Result<(), DbError> {
-    let op = || format!("delete {} rows from {table}", rows.len());
-    let index = t.index();
-    let key: Vec<usize> = t.key.iter().map(|k| index[k.as_str()]).collect();
-    let names: Vec<String> = t.key.iter().map(|k| D.quote(k)).collect();
-    let sql = format!(
-        "DELETE FROM {table} WHERE ({}) IN ({})",
-        names.join(", "),
-        unnest_select(t, &key)
-    );
-    execute_with_arrays(tx, &sql, t, &key, rows, op).await
-}
-
-/// Runs `sql` with one typed array per table column in `columns` (by
-/// position), filled from `rows`; `op` says what for in an error.
-async fn execute_with_arrays(
-    tx: &mut Transaction<'_, Postgres>,
-    sql: &str,
-    t: &TableInfo,
-    columns: &[usize],
-    rows: &[Row<'_>],
-    op: impl Fn() -> String,
-) -> Result<(), DbError> {
-    let cols: Vec<(usize, &SqlType)> = columns
-        .iter()
-        .enumerate()
-        .map(|(i, &c)| (i, &t.columns[c].ty))
-        .collect();
-    bind_arrays(sqlx::query(sql), &cols, rows)
-        .map_err(|e| db_error(op(), e))?
-        .execute(&mut **tx)
-        .await
-        .map_err(|e| db_error(op(), e))?;
-    Ok(())
 }
 
 type PgQuery<'q> = Query<'q, Postgres, PgArguments>;

@@ -1,0 +1,228 @@
+//! One batch, one transaction, in the same order for every dialect: the
+//! ledger row first (a batch already there is skipped), the DDL, then the
+//! plan's steps in batch order, and commit; or, to name a refused row, the
+//! same steps one row per statement, rolled back. The statements are built
+//! here from each dialect's pieces ([`Statements`]: `postgres/write.rs`,
+//! `mysql/write.rs`), and every failure is named for what was being done.
+
+use abrq_core::BatchMeta;
+use async_trait::async_trait;
+
+use super::destination::{Applied, Run, RunError};
+use super::errors::DbError;
+use super::plan::{Plan, Row, Step};
+use super::table::TableInfo;
+use super::types::Dialect;
+
+/// A dialect's connection.
+pub type Conn<S> = <<S as Statements>::Db as sqlx::Database>::Connection;
+
+/// One statement and what it does, for messages.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stmt {
+    pub op: String,
+    pub sql: String,
+}
+
+/// What one dialect says, for one batch into one table.
+#[async_trait]
+pub trait Statements: Sync {
+    type Db: sqlx::Database;
+    const DIALECT: Dialect;
+
+    /// PostgreSQL's DDL is transactional, so it runs inside the batch's
+    /// transaction; MySQL commits around DDL, so it runs (idempotently)
+    /// before the transaction opens.
+    const DDL_IN_TRANSACTION: bool;
+
+    fn pool(&self) -> &sqlx::Pool<Self::Db>;
+
+    /// The quoted, qualified target table.
+    fn table(&self) -> &str;
+
+    /// The dialect's classification of a driver error.
+    fn db_error(&self, op: String, source: sqlx::Error) -> DbError;
+
+    /// Runs one statement without parameters.
+    async fn execute(&self, conn: &mut Conn<Self>, sql: &str) -> Result<(), sqlx::Error>;
+
+    /// Whether the ledger holds the batch already, read before anything
+    /// runs. A dialect whose DDL commits by itself reads it here, so an
+    /// applied batch changes nothing; the others learn it from `record`.
+    async fn seen(&self, _meta: &BatchMeta) -> Result<bool, DbError> {
+        Ok(false)
+    }
+
+    /// Adds the batch's ledger row inside the transaction: false when it
+    /// was there already.
+    async fn record(&self, conn: &mut Conn<Self>, meta: &BatchMeta) -> Result<bool, DbError>;
+
+    /// Runs first when the plan creates the table.
+    fn before_create(&self) -> Option<Stmt> {
+        None
+    }
+
+    /// A column's definition in CREATE TABLE: name, type, nullability.
+    fn column(&self, t: &TableInfo, name: &str) -> String;
+
+    /// An ALTER TABLE clause adding a column.
+    fn add_column(&self, t: &TableInfo, name: &str) -> String;
+
+    /// Runs first when the plan widens columns.
+    fn before_widen(&self) -> Option<Stmt> {
+        None
+    }
+
+    /// An ALTER TABLE clause widening a column to its type in `t`.
+    fn widen_column(&self, t: &TableInfo, name: &str) -> String;
+
+    /// Empties the table inside the transaction.
+    fn truncate(&self) -> Stmt;
+
+    /// `rows` split into statements of `width` values a row; one row each
+    /// when `one`.
+    fn chunks<'r, 'a>(&self, rows: &'r [Row<'a>], width: usize, one: bool) -> Vec<&'r [Row<'a>]>;
+
+    /// Inserts (or upserts on the key) `rows` into `columns` of `t`.
+    async fn write(
+        &self,
+        conn: &mut Conn<Self>,
+        t: &TableInfo,
+        columns: &[usize],
+        rows: &[Row<'_>],
+        upsert: bool,
+    ) -> Result<(), sqlx::Error>;
+
+    /// Deletes `rows` by the key of `t`.
+    async fn delete(
+        &self,
+        conn: &mut Conn<Self>,
+        t: &TableInfo,
+        rows: &[Row<'_>],
+    ) -> Result<(), sqlx::Error>;
+}
+
+/// The DDL the plan needs, in order: create, add columns, widen columns.
+pub fn ddl<S: Statements>(s: &S, plan: &Plan<'_>) -> Vec<Stmt> {
+    let (t, table) = (&plan.table, s.table());
+    let mut out = Vec::new();
+    if plan.create {
+        out.extend(s.before_create());
+        let mut defs: Vec<String> = t.columns.iter().map(|c| s.column(t, &c.name)).collect();
+        if !t.key.is_empty() {
+            let key: Vec<String> = t.key.iter().map(|k| S::DIALECT.quote(k)).collect();
+            defs.push(format!("PRIMARY KEY ({})", key.join(", ")));
+        }
+        out.push(Stmt {
+            op: format!("create table {table}"),
+            sql: format!("CREATE TABLE IF NOT EXISTS {table} ({})", defs.join(", ")),
+        });
+    }
+    if !plan.add.is_empty() {
+        let parts: Vec<String> = plan.add.iter().map(|n| s.add_column(t, n)).collect();
+        out.push(Stmt {
+            op: format!("add columns to {table}"),
+            sql: format!("ALTER TABLE {table} {}", parts.join(", ")),
+        });
+    }
+    if !plan.alter.is_empty() {
+        out.extend(s.before_widen());
+        let parts: Vec<String> = plan.alter.iter().map(|n| s.widen_column(t, n)).collect();
+        out.push(Stmt {
+            op: format!("widen columns of {table}"),
+            sql: format!("ALTER TABLE {table} {}", parts.join(", ")),
+        });
+    }
+    out
+}
+
+async fn run_ddl<S: Statements>(s: &S, conn: &mut Conn<S>, plan: &Plan<'_>) -> Result<(), DbError> {
+    for Stmt { op, sql } in ddl(s, plan) {
+        s.execute(conn, &sql).await.map_err(|e| s.db_error(op, e))?;
+    }
+    Ok(())
+}
+
+/// Runs `plan` for the batch `meta` describes.
+pub async fn apply<S: Statements>(
+    s: &S,
+    meta: &BatchMeta,
+    plan: &Plan<'_>,
+    run: Run,
+) -> Result<Applied, RunError> {
+    let table = s.table();
+    if run == Run::Commit && s.seen(meta).await? {
+        return Ok(Applied::AlreadyApplied);
+    }
+    if !S::DDL_IN_TRANSACTION {
+        let mut conn = s
+            .pool()
+            .acquire()
+            .await
+            .map_err(|e| s.db_error(format!("connect to change {table}"), e))?;
+        run_ddl(s, &mut conn, plan).await?;
+    }
+    let mut tx = s
+        .pool()
+        .begin()
+        .await
+        .map_err(|e| s.db_error("begin a transaction".into(), e))?;
+    if run == Run::Commit && !s.record(&mut tx, meta).await? {
+        return Ok(Applied::AlreadyApplied); // dropping `tx` rolls back
+    }
+    if S::DDL_IN_TRANSACTION {
+        run_ddl(s, &mut tx, plan).await?;
+    }
+    let one = run == Run::FindRow;
+    let blame = |rows: &[Row], op: String, e: sqlx::Error| RunError {
+        item: (rows.len() == 1).then(|| rows[0].item),
+        error: s.db_error(op, e),
+    };
+    for step in &plan.steps {
+        match step {
+            Step::Truncate => {
+                let Stmt { op, sql } = s.truncate();
+                s.execute(&mut tx, &sql)
+                    .await
+                    .map_err(|e| s.db_error(op, e))?;
+            }
+            Step::Write {
+                upsert,
+                columns,
+                rows,
+            } => {
+                let verb = if *upsert { "upsert" } else { "insert" };
+                for chunk in s.chunks(rows, columns.len(), one) {
+                    s.write(&mut tx, &plan.table, columns, chunk, *upsert)
+                        .await
+                        .map_err(|e| {
+                            let op = format!("{verb} {} rows into {table}", chunk.len());
+                            blame(chunk, op, e)
+                        })?;
+                }
+            }
+            Step::Delete { rows } => {
+                for chunk in s.chunks(rows, plan.table.key.len(), one) {
+                    s.delete(&mut tx, &plan.table, chunk).await.map_err(|e| {
+                        let op = format!("delete {} rows from {table}", chunk.len());
+                        blame(chunk, op, e)
+                    })?;
+                }
+            }
+        }
+    }
+    match run {
+        Run::Commit => {
+            tx.commit()
+                .await
+                .map_err(|e| s.db_error(format!("commit the batch into {table}"), e))?;
+            Ok(Applied::Committed)
+        }
+        Run::FindRow => {
+            tx.rollback()
+                .await
+                .map_err(|e| s.db_error("roll back".into(), e))?;
+            Ok(Applied::RolledBack)
+        }
+    }
+}
