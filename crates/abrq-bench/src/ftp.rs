@@ -14,12 +14,14 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use abrq_core::config::{ObjectFormat, Secret};
+use abrq_core::config::Secret;
 use abrq_core::{Batch, Destination};
 use abrq_sinks::ftp::session::{self, Session, TlsCache};
 use abrq_sinks::ftp::{FtpSettings, FtpTransport};
 use abrq_sinks::object::encode::GZIP_LEVEL;
-use abrq_sinks::object::{naming, Manifest, ObjectDestination, ObjectSettings, ObjectTransport};
+use abrq_sinks::object::{
+    naming, Manifest, ObjectDestination, ObjectFormat, ObjectSettings, ObjectTransport,
+};
 use anyhow::Context;
 use flate2::write::GzEncoder;
 use flate2::Compression;

@@ -187,7 +187,7 @@ async fn through_destination(
     let secs = start.elapsed().as_secs_f64();
     // the emulators keep everything in memory: remove what was written
     let t = (engine.transport)(cfg)?;
-    let s = ObjectSettings::from_config("bench", cfg);
+    let s = ObjectSettings::from_config("bench", cfg).map_err(anyhow::Error::msg)?;
     for b in batches {
         let key = naming::object_key(&s.prefix, s.date_partitioning, s.format, &b.meta);
         let _ = t.delete(&key.map_err(describe)?).await;

@@ -1,7 +1,6 @@
 //! The task that reads a pull source (file, generate) and stages what it reads, batch by
 //! batch, with the cursor just past each batch in the same transaction.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -34,14 +33,13 @@ pub async fn run(stream: Arc<StreamShared>, cfg: SourceConfig) -> Result<(), Sou
     let cursor = stream.store.cursor(&stream.name).await?;
     match cfg.engine {
         SourceEngine::Generate => {
-            let src = GenerateSource::open(cfg.records.unwrap_or(0), cursor.as_deref())?;
+            let src = GenerateSource::from_config(&cfg, cursor.as_deref())?;
             pump(stream, src, false, "generate".into()).await
         }
         SourceEngine::File => {
-            let path = PathBuf::from(cfg.path.as_ref().map(|p| p.as_str()).unwrap_or_default());
-            let src = FileSource::open(&path, cfg.file_format(), cfg.follow, cursor.as_deref())?
-                .with_null_values(cfg.null_values());
-            pump(stream, src, cfg.follow, path.display().to_string()).await
+            let src = FileSource::from_config(&cfg, cursor.as_deref())?;
+            let (follow, path) = (src.follows(), src.path().display().to_string());
+            pump(stream, src, follow, path).await
         }
         SourceEngine::Http | SourceEngine::Postgres | SourceEngine::Mysql => Ok(()),
     }

@@ -5,6 +5,7 @@
 //! first delivery or `check()`.
 
 pub mod cloud;
+pub mod config;
 pub mod failure;
 pub mod ftp;
 pub mod kafka;
@@ -17,6 +18,7 @@ use std::sync::Arc;
 use abrq_core::config::{DestinationConfig, DestinationEngine};
 use abrq_core::Destination;
 
+pub use config::{check, describe_connection, validate};
 pub use local::LocalTransport;
 pub use object::{ObjectDestination, ObjectSettings, ObjectTransport};
 
@@ -28,6 +30,15 @@ pub enum BuildError {
         destination: String,
         message: String,
     },
+}
+
+impl BuildError {
+    pub(crate) fn invalid(cfg: &DestinationConfig, message: impl Into<String>) -> Self {
+        BuildError::Invalid {
+            destination: cfg.name.as_str().to_string(),
+            message: message.into(),
+        }
+    }
 }
 
 /// Builds the destination `cfg` describes, for the stream named `stream`.

@@ -4,11 +4,12 @@
 
 mod cloud_support;
 
-use abrq_core::config::ObjectFormat;
 use abrq_core::Destination;
 use abrq_sinks::cloud::{self, PART_SIZE};
 use abrq_sinks::object::encode::encode;
-use abrq_sinks::object::{naming, Manifest, ObjectDestination, ObjectSettings, ObjectTransport};
+use abrq_sinks::object::{
+    naming, Manifest, ObjectDestination, ObjectFormat, ObjectSettings, ObjectTransport,
+};
 use sha2::{Digest, Sha256};
 
 /// About 26 MB of jsonl: four parts of 8 MiB, the last one short.

@@ -2,12 +2,27 @@
 //! same on every run, for the quickstart, demos and benchmarks. Its cursor
 //! is the count already staged, so a restart continues where it stopped.
 
+use abrq_core::config::SourceConfig;
 use abrq_core::{Item, Record};
+use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
 use crate::chunk::{Chunk, Limits};
 use crate::file::SourceError;
 use crate::ReadChunk;
+
+/// The `generate` source's one key: how many records.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GenerateOptions {
+    pub records: u64,
+}
+
+impl GenerateOptions {
+    pub fn from_config(cfg: &SourceConfig) -> Result<GenerateOptions, String> {
+        cfg.options.parse()
+    }
+}
 
 pub struct GenerateSource {
     next: u64,
@@ -18,6 +33,15 @@ const STATUSES: [&str; 4] = ["paid", "pending", "shipped", "refunded"];
 const CURRENCIES: [&str; 3] = ["EUR", "USD", "GBP"];
 
 impl GenerateSource {
+    /// The source `cfg` describes, at `cursor`.
+    pub fn from_config(
+        cfg: &SourceConfig,
+        cursor: Option<&str>,
+    ) -> Result<GenerateSource, SourceError> {
+        let o = GenerateOptions::from_config(cfg).map_err(SourceError::Config)?;
+        GenerateSource::open(o.records, cursor)
+    }
+
     pub fn open(total: u64, cursor: Option<&str>) -> Result<GenerateSource, SourceError> {
         let next = match cursor {
             None => 0,

@@ -3,11 +3,15 @@
 //! transaction and a restart resumes exactly after the last staged record.
 
 pub mod chunk;
+pub mod config;
+pub mod database;
 pub mod file;
 pub mod generate;
+pub mod http;
 pub mod ingest;
 
 pub use chunk::{Chunk, Limits};
+pub use config::validate;
 pub use file::{FileSource, SourceError};
 pub use generate::GenerateSource;
 pub use ingest::{for_each_record, parse_body, IngestError};

@@ -14,7 +14,7 @@
 use std::io::Write;
 use std::path::Path;
 
-use abrq_core::config::FileFormat;
+use abrq_sources::file::FileFormat;
 use abrq_sources::{FileSource, Limits, ReadChunk};
 use proptest::prelude::*;
 use proptest::sample::Index;

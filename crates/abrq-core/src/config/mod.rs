@@ -1,12 +1,17 @@
 //! Loading and validating `abrq.toml`: a typed structure, checked without
-//! any connection. Every error names the key and its line.
+//! any connection. Every error names the key and its line. Core checks
+//! what every source and destination has; each engine's own keys are
+//! checked by the engine's config (`abrq_sources::validate`,
+//! `abrq_sinks::validate`), which the binary runs right after loading.
 
 mod model;
+mod options;
 mod state_url;
 mod toml_error;
 mod values;
 
 pub use model::*;
+pub use options::Options;
 pub use state_url::StateLocation;
 pub use values::{interpolate, Dur, Secret, Size, Text};
 
@@ -44,14 +49,16 @@ impl Config {
             origin: origin.to_string(),
             message,
         };
-        let config: Config = toml::from_str(text).map_err(|e| invalid(describe(text, e)))?;
+        let mut config: Config = toml::from_str(text).map_err(|e| invalid(describe(text, e)))?;
+        config.locate(text);
         config.validate(text).map_err(invalid)?;
         Ok(config)
     }
 
     /// One destination, `name`, from the TOML lines of its table (`engine`
-    /// and the rest), validated as part of an HTTP-fed stream `orders`:
-    /// for tests and tools that build a destination without a whole file.
+    /// and the rest), parsed as part of an HTTP-fed stream `orders`: for
+    /// tests and tools that build a destination without a whole file. Its
+    /// engine's own keys are checked when the engine reads them.
     pub fn destination(name: &str, lines: &str) -> Result<DestinationConfig, ConfigError> {
         let text = format!(
             "[[streams]]\nname = \"orders\"\n[streams.source]\nengine = \"http\"\n\
@@ -68,6 +75,30 @@ impl Config {
             .iter()
             .map(|s| s.get_ref())
             .find(|s| s.name.as_str() == name)
+    }
+
+    /// Gives every source and destination its line, and its options their
+    /// lines and names for messages.
+    fn locate(&mut self, text: &str) {
+        for s in &mut self.streams {
+            let s = s.get_mut();
+            let stream = format!("stream {:?}", s.name.0);
+            let line = line_of(text, &s.source);
+            let src = s.source.get_mut();
+            src.line = line;
+            let engine = src.engine.as_str();
+            src.options
+                .locate(text, "streams.source", engine, stream, line);
+            for d in &mut s.destinations {
+                let line = line_of(text, d);
+                let d = d.get_mut();
+                d.line = line;
+                let owner = format!("destination {:?}", d.name.0);
+                let engine = d.engine.as_str();
+                d.options
+                    .locate(text, "streams.destinations", engine, owner, line);
+            }
+        }
     }
 
     fn validate(&self, text: &str) -> Result<(), String> {
@@ -89,7 +120,6 @@ impl Config {
                     "line {at}: streams.batch.max_records must be at least 1"
                 ));
             }
-            validate_source(&stream.source, text)?;
             if stream.destinations.is_empty() {
                 return Err(format!(
                     "line {at}: stream {:?} has no [[streams.destinations]]",
@@ -106,7 +136,7 @@ impl Config {
                         d.get_ref().name.0
                     ));
                 }
-                validate_destination(d.get_ref(), dl)?;
+                validate_destination(d.get_ref())?;
             }
         }
         Ok(())
@@ -140,64 +170,9 @@ fn check_name(key: &str, name: &str, line: usize) -> Result<(), String> {
     }
 }
 
-fn validate_source(source: &Spanned<SourceConfig>, text: &str) -> Result<(), String> {
-    let at = line_of(text, source);
-    let s = source.get_ref();
-    match s.engine {
-        SourceEngine::File => {
-            if s.path.as_ref().is_none_or(|p| p.as_str().is_empty()) {
-                return Err(format!(
-                    "line {at}: streams.source.path is required for engine \"file\""
-                ));
-            }
-        }
-        SourceEngine::Http => {}
-        SourceEngine::Generate => {
-            if s.records.is_none() {
-                return Err(format!(
-                    "line {at}: streams.source.records is required for engine \"generate\""
-                ));
-            }
-        }
-        SourceEngine::Postgres | SourceEngine::Mysql => {
-            if s.table.is_none() {
-                return Err(format!(
-                    "line {at}: streams.source.table is required for a database source"
-                ));
-            }
-        }
-    }
-    let csv = s.engine == SourceEngine::File && s.file_format() == FileFormat::Csv;
-    if s.null_values.is_some() && !csv {
-        return Err(format!(
-            "line {at}: streams.source.null_values applies to CSV files only \
-             (engine \"file\" with a .csv path or format = \"csv\")"
-        ));
-    }
-    Ok(())
-}
-
-fn validate_destination(d: &DestinationConfig, at: usize) -> Result<(), String> {
-    let need = |key: &str, v: &Option<Text>| -> Result<(), String> {
-        match v {
-            Some(t) if !t.as_str().is_empty() => Ok(()),
-            _ => Err(format!(
-                "line {at}: streams.destinations.{key} is required for engine {:?} (destination {:?})",
-                d.engine.as_str(),
-                d.name.0
-            )),
-        }
-    };
-    match d.engine {
-        DestinationEngine::Local
-        | DestinationEngine::S3
-        | DestinationEngine::AzureBlob
-        | DestinationEngine::Gcs
-        | DestinationEngine::Ftp
-        | DestinationEngine::Ftps
-        | DestinationEngine::Kafka => need("database", &d.database)?,
-        DestinationEngine::Postgres | DestinationEngine::Mysql => need("table", &d.table)?,
-    }
+/// What every destination must say, whatever its engine.
+fn validate_destination(d: &DestinationConfig) -> Result<(), String> {
+    let at = d.line;
     if d.retry.max_attempts == 0 {
         return Err(format!(
             "line {at}: streams.destinations.retry.max_attempts must be at least 1"
@@ -241,21 +216,134 @@ initial_backoff = "10ms"
         let s = c.stream("orders").unwrap();
         assert_eq!(s.batch.max_records, 1000);
         let d = s.destinations[0].get_ref();
-        assert_eq!(d.format, ObjectFormat::CsvGz);
         assert_eq!(d.retry.max_attempts, 3);
         assert_eq!(d.retry.initial_backoff.0.as_millis(), 10);
         assert!(d.enabled);
-        assert!(!d.manifest_enabled());
         assert_eq!(c.server.listen.as_str(), "127.0.0.1:8480");
         assert!(!format!("{c:?}").contains("hunter2"));
     }
 
+    #[derive(Debug, serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct Local {
+        format: String,
+        prefix: Option<String>,
+    }
+
+    fn first_destination(text: &str) -> DestinationConfig {
+        let c = Config::parse(text, "t.toml").unwrap();
+        c.streams[0].get_ref().destinations[0].get_ref().clone()
+    }
+
+    #[test]
+    fn engine_keys_are_kept_for_the_engine_with_their_lines() {
+        let c = Config::parse(GOOD, "t.toml").unwrap();
+        let s = c.stream("orders").unwrap();
+        let d = s.destinations[0].get_ref();
+        assert_eq!(d.line, 10);
+        assert_eq!(d.options.keys().collect::<Vec<_>>(), ["format"]);
+        let src = s.source.get_ref();
+        assert_eq!(src.line, 6);
+        assert_eq!(src.options.keys().collect::<Vec<_>>(), ["path"]);
+        let local: Local = d.options.parse().unwrap();
+        assert_eq!((local.format.as_str(), local.prefix), ("csv.gz", None));
+    }
+
+    #[test]
+    fn an_engine_key_error_names_key_engine_and_line() {
+        let bad = GOOD.replace("format = \"csv.gz\"", "formatt = \"csv.gz\"");
+        let e = first_destination(&bad)
+            .options
+            .parse::<Local>()
+            .unwrap_err();
+        assert_eq!(
+            e,
+            "line 14: streams.destinations.formatt: not a key of engine \"local\" \
+             (destination \"lake\"); its keys are format, prefix"
+        );
+        let bad = GOOD.replace("\"csv.gz\"", "7");
+        let e = first_destination(&bad)
+            .options
+            .parse::<Local>()
+            .unwrap_err();
+        assert!(
+            e.starts_with("line 14, column 10: streams.destinations.format: "),
+            "{e}"
+        );
+        let bad = GOOD.replace("format = \"csv.gz\"", "prefix = \"p\"");
+        let e = first_destination(&bad)
+            .options
+            .parse::<Local>()
+            .unwrap_err();
+        assert_eq!(
+            e,
+            "line 10: streams.destinations.format is required for engine \"local\" \
+             (destination \"lake\")"
+        );
+    }
+
+    #[test]
+    fn split_options_list_every_key_of_the_engine() {
+        #[derive(Debug, serde::Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Shared {
+            format: Option<String>,
+        }
+        #[derive(Debug, serde::Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Own {
+            region: Option<String>,
+        }
+        let text = GOOD.replace("engine = \"local\"", "engine = \"s3\"\nregion = \"r\"");
+        let d = first_destination(&text);
+        let (shared, own) = d.options.parse_split::<Shared, Own>().unwrap();
+        assert_eq!(shared.format.as_deref(), Some("csv.gz"));
+        assert_eq!(own.region.as_deref(), Some("r"));
+        let text = text.replace("region =", "partition_key =");
+        let e = first_destination(&text)
+            .options
+            .parse_split::<Shared, Own>()
+            .unwrap_err();
+        assert_eq!(
+            e,
+            "line 13: streams.destinations.partition_key: not a key of engine \"s3\" \
+             (destination \"lake\"); its keys are format, region"
+        );
+    }
+
+    #[test]
+    fn option_values_never_show_in_debug_nor_multi_line_ones_in_errors() {
+        let text = GOOD.replace(
+            "format = \"csv.gz\"",
+            "token = \"tok3n-S3CRET\"\nflag = '''\nswallowed = \"S3CRET\"'''",
+        );
+        let c = Config::parse(&text, "t.toml").unwrap();
+        assert!(!format!("{c:?}").contains("S3CRET"), "{c:?}");
+        #[derive(Debug, serde::Deserialize)]
+        #[serde(deny_unknown_fields)]
+        #[allow(dead_code)]
+        struct Own {
+            token: String,
+            flag: bool,
+        }
+        let e = first_destination(&text).options.parse::<Own>().unwrap_err();
+        assert!(!e.contains("S3CRET"), "{e}");
+        assert!(
+            e.starts_with(
+                "line 15, column 8: streams.destinations.flag: \
+                 a multi-line value (not shown), expected a boolean"
+            ),
+            "{e}"
+        );
+    }
+
     #[test]
     fn unknown_key_names_key_and_line() {
-        let bad = GOOD.replace("format = \"csv.gz\"", "formatt = \"csv.gz\"");
+        let bad = GOOD.replace("max_attempts = 3", "max_attemptz = 3");
         let e = Config::parse(&bad, "t.toml").unwrap_err().to_string();
-        assert!(e.contains("formatt"), "{e}");
-        assert!(e.contains("line 14"), "{e}");
+        assert!(e.contains("max_attemptz"), "{e}");
+        assert!(e.contains("line 17"), "{e}");
     }
 
     #[test]
@@ -264,46 +352,6 @@ initial_backoff = "10ms"
         let e = Config::parse(&bad, "t.toml").unwrap_err().to_string();
         assert!(e.contains("line 18"), "{e}");
         assert!(e.contains("initial_backoff"), "{e}");
-        let bad = GOOD.replace("\"csv.gz\"", "\"xml\"");
-        let e = Config::parse(&bad, "t.toml").unwrap_err().to_string();
-        assert!(e.contains("line 14") && e.contains("xml"), "{e}");
-    }
-
-    #[test]
-    fn missing_required_field_names_key_and_line() {
-        let bad = GOOD.replace("database = \"/tmp/out\"\n", "");
-        let e = Config::parse(&bad, "t.toml").unwrap_err().to_string();
-        assert!(e.contains("streams.destinations.database"), "{e}");
-        assert!(e.contains("line 10"), "{e}");
-    }
-
-    #[test]
-    fn null_values_default_and_apply_to_csv_only() {
-        let csv = GOOD.replace("orders.ndjson", "orders.csv");
-        let c = Config::parse(&csv, "t.toml").unwrap();
-        let src = c.stream("orders").unwrap().source.get_ref();
-        assert_eq!(src.file_format(), FileFormat::Csv);
-        assert!(src.null_values().iter().any(|v| v == "NA"));
-        assert!(src.null_values().iter().any(|v| v == "\\N"));
-        let set = csv.replace(
-            "path = \"orders.csv\"",
-            "path = \"orders.csv\"\nnull_values = [\"-\"]",
-        );
-        let c = Config::parse(&set, "t.toml").unwrap();
-        let src = c.stream("orders").unwrap().source.get_ref();
-        assert_eq!(src.null_values(), vec!["-".to_string()]);
-        let ndjson = GOOD.replace(
-            "path = \"orders.ndjson\"",
-            "path = \"orders.ndjson\"\nnull_values = [\"NA\"]",
-        );
-        let e = Config::parse(&ndjson, "t.toml").unwrap_err().to_string();
-        assert!(
-            e.contains("line 6") && e.contains("null_values applies to CSV"),
-            "{e}"
-        );
-        let bad = set.replace("[\"-\"]", "\"NA\"");
-        let e = Config::parse(&bad, "t.toml").unwrap_err().to_string();
-        assert!(e.contains("null_values") && e.contains("line 9"), "{e}");
     }
 
     #[test]

@@ -1,11 +1,17 @@
-//! The typed shape of `abrq.toml`. Unknown keys are refused everywhere.
+//! The typed shape of `abrq.toml`. Unknown keys are refused everywhere:
+//! here for the keys core knows, and by each engine's own config for the
+//! rest of a source's or destination's table (see `options.rs`).
 
-use serde::{Deserialize, Serialize};
+use std::fmt;
+
+use serde::de::{Error as _, MapAccess, Visitor};
+use serde::{Deserialize, Deserializer, Serialize};
 use toml::Spanned;
 
+use super::options::Options;
 use super::values::{Dur, Secret, Size, Text};
 
-#[derive(Debug, Clone, Deserialize, Serialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
     #[serde(default = "default_data_dir")]
@@ -140,7 +146,7 @@ fn default_gc_interval() -> Dur {
     Dur(std::time::Duration::from_secs(1))
 }
 
-#[derive(Debug, Clone, Deserialize, Serialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct StreamConfig {
     pub name: Text,
@@ -162,71 +168,55 @@ pub enum SourceEngine {
     Mysql,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum FileFormat {
-    Ndjson,
-    Csv,
+impl SourceEngine {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SourceEngine::File => "file",
+            SourceEngine::Generate => "generate",
+            SourceEngine::Http => "http",
+            SourceEngine::Postgres => "postgres",
+            SourceEngine::Mysql => "mysql",
+        }
+    }
 }
 
-/// What R, pandas, PostgreSQL and MySQL exports write for a missing value:
-/// an empty cell, R's `NA`, `N/A`, `NULL` and `null`, PostgreSQL's and
-/// MySQL's `\N`, `NaN` and spreadsheets' `#N/A`.
-pub const DEFAULT_NULL_VALUES: &[&str] = &["", "NA", "N/A", "NULL", "null", "\\N", "NaN", "#N/A"];
-
-#[derive(Debug, Clone, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
+/// `[streams.source]`: the engine, and its own keys (read by the source's
+/// config in `abrq-sources`).
+#[derive(Debug, Clone)]
 pub struct SourceConfig {
     pub engine: SourceEngine,
-    // connection fields
-    pub host: Option<Text>,
-    pub port: Option<u16>,
-    pub database: Option<Text>,
-    pub username: Option<Text>,
-    pub password: Option<Secret>,
-    // file
-    pub path: Option<Text>,
-    /// Defaults from the file extension (`.csv` is CSV, else NDJSON).
-    pub format: Option<FileFormat>,
-    #[serde(default)]
-    pub follow: bool,
-    /// CSV: unquoted cells that mean "no value"; unset means
-    /// [`DEFAULT_NULL_VALUES`].
-    pub null_values: Option<Vec<String>>,
-    // generate
-    pub records: Option<u64>,
-    // http
-    pub ingest_token: Option<Secret>,
-    pub max_body: Option<Size>,
-    // databases
-    pub table: Option<Text>,
-    pub cursor: Option<Text>,
-    pub poll_interval: Option<Dur>,
-    pub mode: Option<Text>,
+    pub options: Options,
+    /// The table's line in the file (1-based).
+    pub line: usize,
 }
 
-impl SourceConfig {
-    /// A file source's format: `format`, else from the extension (`.csv`
-    /// is CSV, anything else NDJSON).
-    pub fn file_format(&self) -> FileFormat {
-        let path = self.path.as_ref().map(|p| p.as_str()).unwrap_or_default();
-        let csv = std::path::Path::new(path)
-            .extension()
-            .and_then(|e| e.to_str())
-            .is_some_and(|e| e.eq_ignore_ascii_case("csv"));
-        self.format.unwrap_or(if csv {
-            FileFormat::Csv
-        } else {
-            FileFormat::Ndjson
-        })
-    }
+impl<'de> Deserialize<'de> for SourceConfig {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Table;
+        impl<'de> Visitor<'de> for Table {
+            type Value = SourceConfig;
 
-    /// The CSV null markers in force: the configured ones or the default.
-    pub fn null_values(&self) -> Vec<String> {
-        match &self.null_values {
-            Some(v) => v.clone(),
-            None => DEFAULT_NULL_VALUES.iter().map(|s| s.to_string()).collect(),
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a source table")
+            }
+
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<SourceConfig, A::Error> {
+                let mut engine = None;
+                let mut options = Options::default();
+                while let Some(key) = map.next_key::<String>()? {
+                    match key.as_str() {
+                        "engine" => engine = Some(map.next_value()?),
+                        _ => options.insert(key, map.next_value()?),
+                    }
+                }
+                Ok(SourceConfig {
+                    engine: engine.ok_or_else(|| A::Error::missing_field("engine"))?,
+                    options,
+                    line: 0,
+                })
+            }
         }
+        d.deserialize_map(Table)
     }
 }
 
@@ -293,142 +283,80 @@ impl DestinationEngine {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
-pub enum ObjectFormat {
-    #[serde(rename = "jsonl")]
-    Jsonl,
-    #[default]
-    #[serde(rename = "jsonl.gz")]
-    JsonlGz,
-    #[serde(rename = "csv")]
-    Csv,
-    #[serde(rename = "csv.gz")]
-    CsvGz,
-    #[serde(rename = "parquet")]
-    Parquet,
-}
-
-impl ObjectFormat {
-    /// The file extension, which is also the config spelling.
-    pub fn ext(self) -> &'static str {
-        match self {
-            ObjectFormat::Jsonl => "jsonl",
-            ObjectFormat::JsonlGz => "jsonl.gz",
-            ObjectFormat::Csv => "csv",
-            ObjectFormat::CsvGz => "csv.gz",
-            ObjectFormat::Parquet => "parquet",
-        }
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ColumnsPolicy {
-    #[default]
-    Evolve,
-    DiscardValues,
-    DiscardRows,
-    Freeze,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum TypesPolicy {
-    /// Widen a column for a value it cannot hold, up to text for text.
-    #[default]
-    Widen,
-    /// Widen only within a kind, keeping every stored value exact.
-    WidenStrict,
-    DiscardValues,
-    DiscardRows,
-    Freeze,
-}
-
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct SchemaDrift {
-    #[serde(default)]
-    pub columns: ColumnsPolicy,
-    #[serde(default)]
-    pub types: TypesPolicy,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum TruncatePolicy {
-    #[default]
-    Apply,
-    Ignore,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum WriteMode {
-    #[default]
-    Append,
-    Upsert,
-}
-
-#[derive(Debug, Clone, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
+/// A destination's table: what every engine has (the five connection
+/// fields among it, repurposed per engine as README's table says), and the
+/// engine's own keys (read by the engine's config in `abrq-sinks`).
+#[derive(Debug, Clone)]
 pub struct DestinationConfig {
     pub name: Text,
     pub engine: DestinationEngine,
-    #[serde(default = "yes")]
     pub enabled: bool,
-    // connection fields, repurposed per engine (see the docs' table)
     pub host: Option<Text>,
     pub port: Option<u16>,
     pub database: Option<Text>,
     pub username: Option<Text>,
     pub password: Option<Secret>,
-    // object and file destinations
-    #[serde(default)]
-    pub prefix: Text,
-    #[serde(default)]
-    pub format: ObjectFormat,
-    #[serde(default)]
-    pub date_partitioning: bool,
-    /// Defaults to true for ftp and ftps, false elsewhere.
-    pub manifest: Option<bool>,
-    pub region: Option<Text>,
-    // relational
-    pub table: Option<Text>,
-    pub schema: Option<Text>,
-    #[serde(default)]
-    pub schema_drift: SchemaDrift,
-    #[serde(default)]
-    pub truncate: TruncatePolicy,
-    #[serde(default)]
-    pub mode: WriteMode,
-    /// Primary key of a table abrq creates (upsert mode matches on it).
-    #[serde(default)]
-    pub primary_key: Vec<Text>,
-    // kafka
-    pub partition_key: Option<Text>,
-    /// `PLAIN` (default when `username` is set), `SCRAM-SHA-256` or
-    /// `SCRAM-SHA-512`.
-    pub sasl_mechanism: Option<Text>,
-    // transport security
-    #[serde(default)]
-    pub tls: bool,
-    pub tls_ca_file: Option<Text>,
-    #[serde(default)]
     pub retry: RetryConfig,
-    #[serde(default)]
     pub breaker: BreakerToml,
+    pub options: Options,
+    /// The table's line in the file (1-based).
+    pub line: usize,
 }
 
-fn yes() -> bool {
-    true
-}
+impl<'de> Deserialize<'de> for DestinationConfig {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Table;
+        impl<'de> Visitor<'de> for Table {
+            type Value = DestinationConfig;
 
-impl DestinationConfig {
-    pub fn manifest_enabled(&self) -> bool {
-        self.manifest.unwrap_or(matches!(
-            self.engine,
-            DestinationEngine::Ftp | DestinationEngine::Ftps
-        ))
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a destination table")
+            }
+
+            fn visit_map<A: MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<DestinationConfig, A::Error> {
+                let (mut name, mut engine) = (None, None);
+                let mut enabled = true;
+                let (mut host, mut port, mut database) = (None, None, None);
+                let (mut username, mut password) = (None, None);
+                let (mut retry, mut breaker) = (RetryConfig::default(), BreakerToml::default());
+                let mut options = Options::default();
+                // each known key typed here, so toml's own error names its
+                // line; the others kept for the engine
+                while let Some(key) = map.next_key::<String>()? {
+                    match key.as_str() {
+                        "name" => name = Some(map.next_value()?),
+                        "engine" => engine = Some(map.next_value()?),
+                        "enabled" => enabled = map.next_value()?,
+                        "host" => host = Some(map.next_value()?),
+                        "port" => port = Some(map.next_value()?),
+                        "database" => database = Some(map.next_value()?),
+                        "username" => username = Some(map.next_value()?),
+                        "password" => password = Some(map.next_value()?),
+                        "retry" => retry = map.next_value()?,
+                        "breaker" => breaker = map.next_value()?,
+                        _ => options.insert(key, map.next_value()?),
+                    }
+                }
+                Ok(DestinationConfig {
+                    name: name.ok_or_else(|| A::Error::missing_field("name"))?,
+                    engine: engine.ok_or_else(|| A::Error::missing_field("engine"))?,
+                    enabled,
+                    host,
+                    port,
+                    database,
+                    username,
+                    password,
+                    retry,
+                    breaker,
+                    options,
+                    line: 0,
+                })
+            }
+        }
+        d.deserialize_map(Table)
     }
 }
 

@@ -2,11 +2,11 @@
 //! through `gcloud-storage` (the JSON API: object_store's GCS client speaks
 //! only the XML API, whose uploads GCS emulators and some compatible stores
 //! do not take). Each engine is only an [`ObjectTransport`] and a config
-//! reader; naming, encoding and manifests are the shared `object/` path.
-//!
-//! Failures are classified in one table for all three (`answer.rs`); each
-//! client's errors are reduced to it in one function (`store/errors.rs`,
-//! `gcs/errors.rs`).
+//! (`s3/config.rs`, `azure/config.rs`, `gcs/config.rs`); naming, encoding
+//! and manifests are the shared `object/` path. s3 and azure_blob share
+//! their client, so they share its transport and its classification
+//! (`store/`); gcs has its own (`gcs/transport.rs`, `gcs/errors.rs`). An
+//! HTTP status means the same to all three (`answer.rs`).
 //!
 //! [`ObjectTransport`]: crate::object::ObjectTransport
 
@@ -21,9 +21,9 @@ mod tests;
 
 use std::time::Duration;
 
-use abrq_core::config::{DestinationConfig, Secret, Text};
+use abrq_core::config::DestinationConfig;
 
-use crate::BuildError;
+use crate::config::{invalid, text};
 
 /// Objects larger than this are uploaded in parts of this size (multipart
 /// for S3 and Azure, resumable chunks for GCS): no single request carries
@@ -41,49 +41,19 @@ pub const PARALLEL_PARTS: usize = 4;
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
 
-/// A connection field's value, or None when unset or empty.
-fn field(v: &Option<Text>) -> Option<&str> {
-    v.as_ref()
-        .map(|t| t.as_str().trim())
-        .filter(|s| !s.is_empty())
-}
-
-fn secret(v: &Option<Secret>) -> Option<&str> {
-    v.as_ref().map(Secret::expose).filter(|s| !s.is_empty())
-}
-
-fn invalid(cfg: &DestinationConfig, message: impl Into<String>) -> BuildError {
-    BuildError::Invalid {
-        destination: cfg.name.as_str().to_string(),
-        message: message.into(),
-    }
-}
-
-fn required<'a>(
-    cfg: &DestinationConfig,
-    v: &'a Option<Text>,
-    what: &str,
-) -> Result<&'a str, BuildError> {
-    field(v).ok_or_else(|| {
-        invalid(
-            cfg,
-            format!("{what} is required for engine {}", cfg.engine.as_str()),
-        )
-    })
-}
-
 /// `host` as an endpoint URL, and whether it is plain HTTP (an emulator or
 /// a gateway on a private network: allowed only when asked for by URL).
-fn endpoint(cfg: &DestinationConfig) -> Result<Option<(&str, bool)>, BuildError> {
-    let Some(host) = field(&cfg.host) else {
+fn endpoint(cfg: &DestinationConfig) -> Result<Option<(String, bool)>, String> {
+    let Some(host) = text(&cfg.host) else {
         return Ok(None);
     };
     match host.split_once("://") {
-        Some(("https", _)) => Ok(Some((host, false))),
-        Some(("http", _)) => Ok(Some((host, true))),
+        Some(("https", _)) => Ok(Some((host.to_string(), false))),
+        Some(("http", _)) => Ok(Some((host.to_string(), true))),
         _ => Err(invalid(
             cfg,
-            format!("host {host:?} must be an endpoint URL starting with https:// or http://"),
+            "host",
+            format!("{host:?} must be an endpoint URL starting with https:// or http://"),
         )),
     }
 }

@@ -1,12 +1,35 @@
-//! The connection part of an ftp/ftps destination's config, validated
-//! without I/O. The CA file is only named here; it is read when the first
-//! connection is made, so a bad path shows up in `check()` and as a
-//! transient delivery error, like any other unreachable-server problem.
+//! The `ftp` and `ftps` engines' config, validated without I/O. Connection
+//! fields: `host` the server, `port` its control port (21), `database` the
+//! base directory, `username` and `password` the login (anonymous when
+//! unset). Own key: `tls_ca_file` (ftps only); and the object keys, with
+//! the manifest on by default (FTP offers no integrity check of its own).
+//! The CA file is only named here; it is read when the first connection is
+//! made, so a bad path shows up in `check()` and as a transient delivery
+//! error, like any other unreachable-server problem.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
-use abrq_core::config::{DestinationConfig, DestinationEngine, Secret};
+use abrq_core::config::{DestinationConfig, DestinationEngine, Secret, Text};
+use serde::Deserialize;
+
+use crate::config::{invalid, required, text, Connection};
+use crate::object::{naming, ObjectOptions};
+
+pub const CONNECTION: Connection = Connection {
+    host: Some("server"),
+    port: Some("control port"),
+    database: Some("base directory"),
+    username: Some("user"),
+    password: Some("password"),
+};
+
+/// The keys only ftp and ftps have.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FtpOptions {
+    tls_ca_file: Option<Text>,
+}
 
 /// How to reach and log in to the server, and where objects go.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -31,60 +54,81 @@ pub struct FtpSettings {
     pub op_timeout: Duration,
 }
 
+/// An ftp or ftps destination's settings: how to reach the server, and
+/// the object keys (the manifest on unless turned off).
+pub fn settings(cfg: &DestinationConfig) -> Result<(FtpSettings, ObjectOptions), String> {
+    let secure = match cfg.engine {
+        DestinationEngine::Ftp => false,
+        DestinationEngine::Ftps => true,
+        other => return Err(format!("engine {} is not ftp or ftps", other.as_str())),
+    };
+    let (mut object, own): (ObjectOptions, FtpOptions) = cfg.options.parse_split()?;
+    object.manifest.get_or_insert(true);
+    let host = required(cfg, "host", &cfg.host)?.to_string();
+    if host.contains('/') {
+        return Err(invalid(
+            cfg,
+            "host",
+            format!("{host:?} must be a host name or address, not a URL"),
+        ));
+    }
+    let base_dir = cfg
+        .database
+        .as_ref()
+        .map(|t| t.as_str().trim())
+        .unwrap_or_default();
+    let trimmed = base_dir.trim_end_matches('/');
+    let base_dir = match (trimmed.is_empty(), base_dir.starts_with('/')) {
+        (true, true) => "/".to_string(),
+        (true, false) => return Err(required(cfg, "database", &None).unwrap_err()),
+        (false, _) => trimmed.to_string(),
+    };
+    if base_dir.split('/').any(|p| p == "..") {
+        return Err(invalid(
+            cfg,
+            "database",
+            format!("{base_dir:?} must not contain '..' components"),
+        ));
+    }
+    let ca_file = text(&own.tls_ca_file).map(PathBuf::from);
+    if ca_file.is_some() && !secure {
+        return Err(invalid(cfg, "tls_ca_file", "applies to engine ftps only"));
+    }
+    // The prefix becomes part of every key, so it must pass the same check
+    // as keys do.
+    let prefix = naming::normalize_prefix(object.prefix.as_str());
+    if !prefix.is_empty() && super::transport::safe_key(prefix).is_none() {
+        return Err(invalid(
+            cfg,
+            "prefix",
+            format!(
+                "{:?} must be plain names separated by '/', without '.' or '..'",
+                object.prefix.as_str()
+            ),
+        ));
+    }
+    let ftp = FtpSettings {
+        secure,
+        host,
+        port: cfg.port.unwrap_or(FtpSettings::DEFAULT_PORT),
+        // RFC 1635: an anonymous login is user "anonymous"
+        username: text(&cfg.username).unwrap_or("anonymous").to_string(),
+        password: cfg.password.clone().unwrap_or_default(),
+        base_dir,
+        ca_file,
+        connect_timeout: Duration::from_secs(10),
+        op_timeout: Duration::from_secs(30),
+    };
+    Ok((ftp, object))
+}
+
 impl FtpSettings {
     /// The engine's default control port, for both ftp and explicit ftps.
     pub const DEFAULT_PORT: u16 = 21;
 
+    /// How to reach the server `cfg` names (see [`settings`]).
     pub fn from_config(cfg: &DestinationConfig) -> Result<Self, String> {
-        let secure = match cfg.engine {
-            DestinationEngine::Ftp => false,
-            DestinationEngine::Ftps => true,
-            other => return Err(format!("engine {} is not ftp or ftps", other.as_str())),
-        };
-        let text =
-            |t: &Option<abrq_core::config::Text>| t.as_ref().map(|t| t.as_str().trim().to_string());
-        let host = text(&cfg.host)
-            .filter(|h| !h.is_empty())
-            .ok_or_else(|| format!("host is required for engine {}", cfg.engine.as_str()))?;
-        if host.contains('/') {
-            return Err(format!(
-                "host {host:?} must be a host name or address, not a URL"
-            ));
-        }
-        let base_dir = text(&cfg.database).unwrap_or_default();
-        let trimmed = base_dir.trim_end_matches('/');
-        let base_dir = match (trimmed.is_empty(), base_dir.starts_with('/')) {
-            (true, true) => "/".to_string(),
-            (true, false) => {
-                return Err("database (the base directory) is required for engine ftp/ftps".into())
-            }
-            (false, _) => trimmed.to_string(),
-        };
-        if base_dir.split('/').any(|p| p == "..") {
-            return Err(format!(
-                "database {base_dir:?} must not contain '..' components"
-            ));
-        }
-        let ca_file = text(&cfg.tls_ca_file)
-            .filter(|p| !p.is_empty())
-            .map(PathBuf::from);
-        if ca_file.is_some() && !secure {
-            return Err("tls_ca_file applies to engine ftps only".into());
-        }
-        Ok(FtpSettings {
-            secure,
-            host,
-            port: cfg.port.unwrap_or(Self::DEFAULT_PORT),
-            // RFC 1635: an anonymous login is user "anonymous"
-            username: text(&cfg.username)
-                .filter(|u| !u.is_empty())
-                .unwrap_or_else(|| "anonymous".into()),
-            password: cfg.password.clone().unwrap_or_default(),
-            base_dir,
-            ca_file,
-            connect_timeout: Duration::from_secs(10),
-            op_timeout: Duration::from_secs(30),
-        })
+        settings(cfg).map(|(ftp, _)| ftp)
     }
 
     /// Extra time an operation may take per MB of payload, so a large

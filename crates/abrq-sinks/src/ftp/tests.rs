@@ -4,7 +4,7 @@
 //! must report. Listing, concurrency and outage tests are in
 //! `tests/ftp_*.rs`. Every test writes under its own fresh directory.
 
-use abrq_core::config::{Config, DestinationConfig, ObjectFormat};
+use abrq_core::config::{Config, DestinationConfig};
 use abrq_core::{Destination, Disposition};
 use abrq_testkit::{names, Ftp, Ftps};
 
@@ -95,14 +95,13 @@ async fn built_from_config_with_manifest_on_by_default() {
         assert_eq!((report.ignored_truncates, report.ignored_schemas), (2, 2));
         // read it back through a transport of the same config
         let t = transport(&cfg);
-        let od = ObjectDestination::new(
-            t.clone(),
-            crate::object::ObjectSettings::from_config("orders", &cfg),
-        );
+        let settings = crate::object::ObjectSettings::from_config("orders", &cfg).unwrap();
+        let format = settings.format;
+        let od = ObjectDestination::new(t.clone(), settings);
         let key = od.object_key(&batch).unwrap();
         let data = t.get(&key).await.unwrap();
         assert_eq!(report.bytes, data.len() as u64);
-        conformance::assert_holds(cfg.format, &data, &batch);
+        conformance::assert_holds(format, &data, &batch);
         let manifest = t.get(&crate::object::naming::manifest_key(&key)).await;
         assert!(manifest.is_ok(), "{engine}: manifest is on by default");
         let detail = dest.check().await.unwrap().detail;
@@ -174,7 +173,7 @@ async fn nothing_listening_is_transient() {
     let cfg = config("ftp", "127.0.0.1", port, "d", "");
     let dest = ObjectDestination::new(
         transport(&cfg),
-        crate::object::ObjectSettings::from_config("orders", &cfg),
+        crate::object::ObjectSettings::from_config("orders", &cfg).unwrap(),
     );
     let e = dest.deliver(&sample_batch(1)).await.unwrap_err();
     assert!(e.is_transient());
@@ -188,5 +187,6 @@ fn build_refuses_a_prefix_that_leaves_the_base_directory() {
     assert!(e.contains("prefix"), "{e}");
     let cfg = config("ftps", "h", 21, "d", "prefix = \"/a/b/\"\nformat = \"csv\"");
     assert!(crate::build("orders", &cfg).is_ok());
-    assert_eq!(ObjectFormat::Csv, cfg.format);
+    let settings = crate::object::ObjectSettings::from_config("orders", &cfg).unwrap();
+    assert_eq!(crate::object::ObjectFormat::Csv, settings.format);
 }

@@ -80,16 +80,9 @@ impl FtpTransport {
         self.inner.pool.idle_count()
     }
 
-    /// The server path of `key`, refusing keys that are not plain names
-    /// separated by `/` (so a key cannot leave the base directory) or that
-    /// would break the command line they are sent on.
+    /// The server path of `key`, refusing keys [`safe_key`] refuses.
     pub fn path_of(&self, key: &str) -> Result<String, DeliveryError> {
-        let bad = key.is_empty()
-            || key.contains(['\r', '\n', '\0'])
-            || key
-                .split('/')
-                .any(|p| p.is_empty() || p == "." || p == "..");
-        if bad {
+        if safe_key(key).is_none() {
             let cause = Cause::Key(key.to_string());
             return Err(ftp_error("map key", key, &self.inner.server, cause));
         }
@@ -209,6 +202,18 @@ impl FtpTransport {
             ));
         }
     }
+}
+
+/// `key`, unless it is not plain names separated by `/` (so a key cannot
+/// leave the base directory) or would break the command line it is sent
+/// on.
+pub(super) fn safe_key(key: &str) -> Option<&str> {
+    let bad = key.is_empty()
+        || key.contains(['\r', '\n', '\0'])
+        || key
+            .split('/')
+            .any(|p| p.is_empty() || p == "." || p == "..");
+    (!bad).then_some(key)
 }
 
 #[async_trait]

@@ -1,11 +1,40 @@
-//! The kafka part of a destination's config, validated without I/O, and the
-//! librdkafka properties built from it.
+//! The `kafka` engine's config, validated without I/O, and the librdkafka
+//! properties built from it. Connection fields: `host` the bootstrap
+//! servers (`host[:port]`, comma-separated), `port` the port of an entry
+//! without one (9092), `database` the topic, `username` and `password` the
+//! SASL login (SASL is off without a user). Own keys: `partition_key`,
+//! `sasl_mechanism`, `tls`, `tls_ca_file`.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
-use abrq_core::config::{DestinationConfig, Secret};
+use abrq_core::config::{DestinationConfig, Secret, Text};
 use rdkafka::ClientConfig;
+use serde::Deserialize;
+
+use crate::config::{invalid, required, text, Connection};
+
+pub const CONNECTION: Connection = Connection {
+    host: Some("bootstrap servers"),
+    port: Some("port of a server given without one"),
+    database: Some("topic"),
+    username: Some("SASL user"),
+    password: Some("SASL password"),
+};
+
+/// The keys only kafka has.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct KafkaOptions {
+    /// The field whose value becomes the message key.
+    partition_key: Option<Text>,
+    /// `PLAIN` (default when `username` is set), `SCRAM-SHA-256` or
+    /// `SCRAM-SHA-512`.
+    sasl_mechanism: Option<Text>,
+    #[serde(default)]
+    tls: bool,
+    tls_ca_file: Option<Text>,
+}
 
 /// Everything a kafka destination needs, checked. `Debug` shows the SASL
 /// password as `***` (it is a [`Secret`]).
@@ -43,53 +72,62 @@ pub struct KafkaSettings {
 
 impl KafkaSettings {
     pub fn from_config(stream: &str, cfg: &DestinationConfig) -> Result<Self, String> {
-        let text = |t: &Option<abrq_core::config::Text>| {
-            t.as_ref()
-                .map(|t| t.as_str().trim().to_string())
-                .filter(|s| !s.is_empty())
-        };
-        let hosts = text(&cfg.host).ok_or("host (the bootstrap servers) is required")?;
-        let brokers = bootstrap(&hosts, cfg.port)?;
-        let topic = text(&cfg.database).ok_or("database (the topic) is required")?;
+        let own: KafkaOptions = cfg.options.parse()?;
+        let hosts = required(cfg, "host", &cfg.host)?;
+        let brokers = bootstrap(hosts, cfg.port).map_err(|e| invalid(cfg, "host", e))?;
+        let topic = required(cfg, "database", &cfg.database)?.to_string();
         if let Some(why) = invalid_topic(&topic) {
-            return Err(format!("topic {topic:?}: {why}"));
+            return Err(invalid(cfg, "database", format!("topic {topic:?}: {why}")));
         }
-        let username = text(&cfg.username);
+        let username = text(&cfg.username).map(str::to_string);
         let password = cfg.password.clone().filter(|p| !p.is_empty());
         if password.is_some() && username.is_none() {
-            return Err("password is set but username is empty (SASL needs both)".into());
+            return Err(invalid(
+                cfg,
+                "password",
+                "password is set but username is empty (SASL needs both)",
+            ));
         }
-        let sasl_mechanism = match text(&cfg.sasl_mechanism) {
+        let sasl_mechanism = match text(&own.sasl_mechanism) {
             None => SaslMechanism::Plain,
             Some(_) if username.is_none() => {
-                return Err("sasl_mechanism is set but username is empty (SASL is off)".into())
+                return Err(invalid(
+                    cfg,
+                    "sasl_mechanism",
+                    "sasl_mechanism is set but username is empty (SASL is off)",
+                ))
             }
-            Some(m) => SaslMechanism::parse(&m)?,
+            Some(m) => SaslMechanism::parse(m).map_err(|e| invalid(cfg, "sasl_mechanism", e))?,
         };
-        let ca_file = text(&cfg.tls_ca_file).map(PathBuf::from);
-        if let Some(path) = &ca_file {
-            if !path.is_file() {
-                return Err(format!(
-                    "tls_ca_file {} is not a readable file",
-                    path.display()
-                ));
-            }
-        }
+        let ca_file = text(&own.tls_ca_file).map(PathBuf::from);
         Ok(KafkaSettings {
             stream: stream.to_string(),
             destination: cfg.name.as_str().to_string(),
             brokers,
             topic,
-            partition_key: text(&cfg.partition_key),
+            partition_key: text(&own.partition_key).map(str::to_string),
             username,
             password,
             sasl_mechanism,
-            tls: cfg.tls || ca_file.is_some(),
+            tls: own.tls || ca_file.is_some(),
             ca_file,
             message_timeout: (cfg.retry.attempt_timeout.0 * 9 / 10).max(Duration::from_secs(1)),
             linger: Duration::from_millis(5),
             overrides: Vec::new(),
         })
+    }
+
+    /// The CA file, if one is named, is a file: a look at the file system,
+    /// so it is made when the destination is built, not when the config
+    /// is checked.
+    pub fn check_ca_file(&self) -> Result<(), String> {
+        match &self.ca_file {
+            Some(path) if !path.is_file() => Err(format!(
+                "tls_ca_file {} is not a readable file",
+                path.display()
+            )),
+            _ => Ok(()),
+        }
     }
 
     /// The producer properties: acks from every in-sync replica, idempotence

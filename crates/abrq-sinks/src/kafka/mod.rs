@@ -1,8 +1,9 @@
 //! The `kafka` engine: one message per record, keyed by the `partition_key`
 //! field (murmur2, as Java places keys) or spread round-robin, acks=all and
-//! idempotence on. Config: `host` = bootstrap servers, `database` = topic,
-//! `username`/`password` = SASL (off when empty; `sasl_mechanism` PLAIN,
-//! SCRAM-SHA-256 or SCRAM-SHA-512), `tls` and `tls_ca_file` for TLS.
+//! idempotence on. Config in `config.rs`: `host` = bootstrap servers,
+//! `database` = topic, `username`/`password` = SASL (off when empty;
+//! `sasl_mechanism` PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512), `tls` and
+//! `tls_ca_file` for TLS.
 
 pub mod config;
 mod context;
@@ -30,10 +31,8 @@ pub use rdkafka;
 /// Validates without connecting; the producer is made on first delivery
 /// or `check()`.
 pub fn build(stream: &str, cfg: &DestinationConfig) -> Result<Arc<dyn Destination>, BuildError> {
-    let settings =
-        KafkaSettings::from_config(stream, cfg).map_err(|message| BuildError::Invalid {
-            destination: cfg.name.as_str().to_string(),
-            message,
-        })?;
+    let settings = KafkaSettings::from_config(stream, cfg)
+        .and_then(|s| s.check_ca_file().map(|()| s))
+        .map_err(|e| BuildError::invalid(cfg, e))?;
     Ok(Arc::new(KafkaDestination::new(settings)))
 }

@@ -14,8 +14,9 @@ fn dest(extra: &str) -> DestinationConfig {
     Config::destination("k", &format!("engine = \"kafka\"\n{extra}")).unwrap()
 }
 
+/// The settings as `build` takes them: checked, then the CA file looked at.
 fn settings(extra: &str) -> Result<KafkaSettings, String> {
-    KafkaSettings::from_config("orders", &dest(extra))
+    KafkaSettings::from_config("orders", &dest(extra)).and_then(|s| s.check_ca_file().map(|()| s))
 }
 
 #[test]

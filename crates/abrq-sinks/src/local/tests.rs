@@ -4,13 +4,13 @@
 
 use std::path::Path;
 
-use abrq_core::config::{Config, ObjectFormat};
+use abrq_core::config::Config;
 use abrq_core::Destination;
 use sha2::{Digest, Sha256};
 
 use super::LocalTransport;
 use crate::object::conformance::{self, sample_batch, settings};
-use crate::object::{naming, ObjectDestination, ObjectTransport};
+use crate::object::{naming, ObjectDestination, ObjectFormat, ObjectTransport};
 
 fn transport() -> (tempfile::TempDir, LocalTransport) {
     let dir = tempfile::tempdir().unwrap();

@@ -5,7 +5,7 @@
 
 use std::io::Read;
 
-use abrq_core::config::ObjectFormat;
+use crate::object::ObjectFormat;
 use abrq_core::{idempotency_key, Batch, BatchMeta, Destination, Item, Op, Record};
 use chrono::{TimeZone, Utc};
 use serde_json::{json, Map, Value};

@@ -9,7 +9,7 @@
 use std::collections::HashSet;
 use std::io::{self, Write};
 
-use abrq_core::config::ObjectFormat;
+use crate::object::ObjectFormat;
 use abrq_core::{Batch, DeliveryError, Item, Op, Record};
 use flate2::write::GzEncoder;
 use flate2::Compression;

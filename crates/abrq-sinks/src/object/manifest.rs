@@ -2,7 +2,7 @@
 //! without trusting the store (FTP has no server-side integrity check) and
 //! to deduplicate on the idempotency key.
 
-use abrq_core::config::ObjectFormat;
+use crate::object::ObjectFormat;
 use abrq_core::BatchMeta;
 use chrono::SecondsFormat;
 use serde::{Deserialize, Serialize};

@@ -1,7 +1,7 @@
 //! Object keys. A key is a pure function of the batch (never of the clock),
 //! so a replayed batch overwrites its first attempt instead of duplicating.
 
-use abrq_core::config::ObjectFormat;
+use crate::object::ObjectFormat;
 use abrq_core::{BatchMeta, DeliveryError};
 
 use crate::failure::Failure;

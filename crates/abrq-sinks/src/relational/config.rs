@@ -1,16 +1,97 @@
-//! The relational part of a destination's config, validated without I/O,
-//! and the connect options built from it.
+//! The `postgres` and `mysql` engines' config, validated without I/O, and
+//! the connect options built from it. Connection fields: `host` the server
+//! (127.0.0.1), `port` its port (5432, 3306), `database` the database,
+//! `username` and `password` the login. Own keys: `table` (required),
+//! `schema`, `schema_drift`, `truncate`, `mode`, `primary_key`, `tls`,
+//! `tls_ca_file`.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
-use abrq_core::config::{
-    DestinationConfig, DestinationEngine, SchemaDrift, Secret, TruncatePolicy, WriteMode,
-};
+use abrq_core::config::{DestinationConfig, DestinationEngine, Secret, Text};
+use serde::Deserialize;
 use sqlx::mysql::{MySqlConnectOptions, MySqlSslMode};
 use sqlx::postgres::{PgConnectOptions, PgSslMode};
 
 use super::types::Dialect;
+use crate::config::{invalid, Connection};
+
+pub const CONNECTION: Connection = Connection {
+    host: Some("server"),
+    port: Some("port"),
+    database: Some("database"),
+    username: Some("user"),
+    password: Some("password"),
+};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ColumnsPolicy {
+    #[default]
+    Evolve,
+    DiscardValues,
+    DiscardRows,
+    Freeze,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TypesPolicy {
+    /// Widen a column for a value it cannot hold, up to text for text.
+    #[default]
+    Widen,
+    /// Widen only within a kind, keeping every stored value exact.
+    WidenStrict,
+    DiscardValues,
+    DiscardRows,
+    Freeze,
+}
+
+/// `[streams.destinations.schema_drift]`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SchemaDrift {
+    #[serde(default)]
+    pub columns: ColumnsPolicy,
+    #[serde(default)]
+    pub types: TypesPolicy,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TruncatePolicy {
+    #[default]
+    Apply,
+    Ignore,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WriteMode {
+    #[default]
+    Append,
+    Upsert,
+}
+
+/// The keys only the relational engines have.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RelationalOptions {
+    table: Text,
+    schema: Option<Text>,
+    #[serde(default)]
+    schema_drift: SchemaDrift,
+    #[serde(default)]
+    truncate: TruncatePolicy,
+    #[serde(default)]
+    mode: WriteMode,
+    /// Primary key of a table abrq creates (upsert mode matches on it).
+    #[serde(default)]
+    primary_key: Vec<Text>,
+    #[serde(default)]
+    tls: bool,
+    tls_ca_file: Option<Text>,
+}
 
 /// Everything a postgres or mysql destination needs, checked. `Debug`
 /// shows the password as `***` (it is a [`Secret`]).
@@ -49,22 +130,30 @@ impl RelationalSettings {
             DestinationEngine::Mysql => Dialect::Mysql,
             other => return Err(format!("engine {} is not relational", other.as_str())),
         };
-        let text = |t: &Option<abrq_core::config::Text>| {
+        let own: RelationalOptions = cfg.options.parse()?;
+        let text = |t: &Option<Text>| {
             t.as_ref()
                 .map(|t| t.as_str().to_string())
                 .filter(|s| !s.is_empty())
         };
-        let table = text(&cfg.table).ok_or("table is required")?;
-        if let Some(why) = dialect.invalid_name(&table) {
-            return Err(format!("table: {why}"));
+        let table = own.table.as_str().to_string();
+        if table.is_empty() {
+            return Err(invalid(cfg, "table", "table is required"));
         }
-        let schema = text(&cfg.schema);
+        if let Some(why) = dialect.invalid_name(&table) {
+            return Err(invalid(cfg, "table", format!("table: {why}")));
+        }
+        let schema = text(&own.schema);
         if let Some(why) = schema.as_deref().and_then(|s| dialect.invalid_name(s)) {
-            return Err(format!("schema: {why}"));
+            return Err(invalid(cfg, "schema", format!("schema: {why}")));
         }
         let database = text(&cfg.database);
         if dialect == Dialect::Mysql && database.is_none() && schema.is_none() {
-            return Err("database is required for engine mysql".into());
+            return Err(invalid(
+                cfg,
+                "database",
+                "database is required for engine mysql (or schema)",
+            ));
         }
         Ok(RelationalSettings {
             dialect,
@@ -80,12 +169,12 @@ impl RelationalSettings {
             password: cfg.password.clone().filter(|p| !p.is_empty()),
             table,
             schema,
-            drift: cfg.schema_drift,
-            truncate: cfg.truncate,
-            mode: cfg.mode,
-            key: cfg.primary_key.iter().map(|k| k.0.clone()).collect(),
-            tls: cfg.tls,
-            tls_ca_file: cfg.tls_ca_file.as_ref().map(|p| PathBuf::from(p.as_str())),
+            drift: own.schema_drift,
+            truncate: own.truncate,
+            mode: own.mode,
+            key: own.primary_key.iter().map(|k| k.0.clone()).collect(),
+            tls: own.tls,
+            tls_ca_file: own.tls_ca_file.as_ref().map(|p| PathBuf::from(p.as_str())),
             connect_timeout: Duration::from_secs(10),
         })
     }

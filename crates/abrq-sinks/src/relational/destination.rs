@@ -229,7 +229,7 @@ impl<B: Backend> Destination for RelationalDestination<B> {
             ),
             Some(t) => format!("table {name} exists: {}", t.describe(|ty| d.type_name(ty))),
         };
-        if s.mode == abrq_core::config::WriteMode::Upsert
+        if s.mode == super::config::WriteMode::Upsert
             && table.as_ref().is_some_and(|t| t.key.is_empty())
         {
             return Err(Failure::Misconfigured

@@ -36,7 +36,9 @@ use abrq_core::Destination;
 
 use crate::BuildError;
 
-pub use config::RelationalSettings;
+pub use config::{
+    ColumnsPolicy, RelationalSettings, SchemaDrift, TruncatePolicy, TypesPolicy, WriteMode,
+};
 pub use destination::RelationalDestination;
 /// The driver, for callers (the benchmark) that talk to the same servers.
 pub use sqlx;
@@ -48,10 +50,7 @@ pub const LEDGER: &str = "abrq_applied_batches";
 /// or `check()`.
 pub fn build(stream: &str, cfg: &DestinationConfig) -> Result<Arc<dyn Destination>, BuildError> {
     let settings =
-        RelationalSettings::from_config(stream, cfg).map_err(|message| BuildError::Invalid {
-            destination: cfg.name.as_str().to_string(),
-            message,
-        })?;
+        RelationalSettings::from_config(stream, cfg).map_err(|e| BuildError::invalid(cfg, e))?;
     Ok(from_settings(settings))
 }
 

@@ -10,7 +10,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use abrq_core::config::{ColumnsPolicy, SchemaDrift, TruncatePolicy, TypesPolicy, WriteMode};
+use super::config::{ColumnsPolicy, SchemaDrift, TruncatePolicy, TypesPolicy, WriteMode};
 use abrq_core::{Batch, Item, Op, Record};
 use serde_json::Value;
 

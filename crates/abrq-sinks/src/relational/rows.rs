@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use abrq_core::config::{ColumnsPolicy, TruncatePolicy, TypesPolicy, WriteMode};
+use super::config::{ColumnsPolicy, TruncatePolicy, TypesPolicy, WriteMode};
 use abrq_core::{Batch, Item, Op};
 use serde_json::{Map, Value};
 

@@ -1,7 +1,7 @@
 //! The drift policies and statement grouping, without a database. The
 //! same behaviour against real servers is in `tests/relational_*.rs`.
 
-use abrq_core::config::{ColumnsPolicy, SchemaDrift, TruncatePolicy, TypesPolicy, WriteMode};
+use super::config::{ColumnsPolicy, SchemaDrift, TruncatePolicy, TypesPolicy, WriteMode};
 use abrq_core::{idempotency_key, Batch, BatchMeta, Item, Op, Record};
 use chrono::Utc;
 use serde_json::{json, Map, Value};

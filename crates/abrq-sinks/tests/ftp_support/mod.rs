@@ -10,11 +10,11 @@ use std::collections::BTreeMap;
 use std::io::Read;
 use std::time::Duration;
 
-use abrq_core::config::{ObjectFormat, Secret};
+use abrq_core::config::Secret;
 use abrq_core::{idempotency_key, Batch, BatchMeta, Item, Op, Record};
 use abrq_sinks::ftp::session::{self, Session, TlsCache};
 use abrq_sinks::ftp::FtpSettings;
-use abrq_sinks::object::{naming, ObjectSettings};
+use abrq_sinks::object::{naming, ObjectFormat, ObjectSettings};
 use abrq_testkit::{names, Ftp, Ftps};
 use chrono::{TimeZone, Utc};
 use serde_json::json;

@@ -3,16 +3,18 @@
 //! records) are consumed.
 //! Reads are blocking; the engine runs them on a blocking thread.
 
+mod config;
 mod csv_rows;
 mod cursor;
 
+pub use config::{FileFormat, FileOptions, DEFAULT_NULL_VALUES};
 pub use cursor::FileCursor;
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
-use abrq_core::config::{FileFormat, DEFAULT_NULL_VALUES};
+use abrq_core::config::SourceConfig;
 use abrq_core::Item;
 use serde_json::Value;
 
@@ -33,6 +35,10 @@ pub enum SourceError {
         line: u64,
         message: String,
     },
+    /// The source's config (checked when the config was loaded, so only a
+    /// config that was not can fail here).
+    #[error("{0}")]
+    Config(String),
 }
 
 pub struct FileSource {
@@ -47,6 +53,17 @@ pub struct FileSource {
 }
 
 impl FileSource {
+    /// The file `cfg` describes, at `cursor`, with its format and null
+    /// markers.
+    pub fn from_config(
+        cfg: &SourceConfig,
+        cursor: Option<&str>,
+    ) -> Result<FileSource, SourceError> {
+        let o = FileOptions::from_config(cfg).map_err(SourceError::Config)?;
+        let src = FileSource::open(o.path.as_str().as_ref(), o.format(), o.follow, cursor)?;
+        Ok(src.with_null_values(o.null_values()))
+    }
+
     /// Opens at `cursor` (from the state store) or at the start. A cursor
     /// whose fingerprint no longer matches means the file was replaced:
     /// reading starts over, with a warning.
@@ -97,6 +114,11 @@ impl FileSource {
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Whether the file is tailed once read to its end.
+    pub fn follows(&self) -> bool {
+        self.follow
     }
 
     pub fn cursor(&self) -> &FileCursor {

@@ -1,6 +1,6 @@
 use std::io::Write;
 
-use abrq_core::config::FileFormat;
+use super::FileFormat;
 use abrq_core::Item;
 use serde_json::json;
 

@@ -1,12 +1,11 @@
 //! `abrq check`: the config parses and validates, the state store opens,
-//! and every destination proves it can be written.
+//! and every destination proves it can be written, after saying what each
+//! of its connection fields was taken to mean.
 
 use std::path::Path;
 
-use abrq_core::config::Config;
-
 pub async fn check(config_path: &Path) -> anyhow::Result<()> {
-    let config = Config::load(config_path)?;
+    let config = super::load_config(config_path)?;
     crate::server::check_server(&config)?;
     println!(
         "config {}: ok ({} streams)",
@@ -24,6 +23,9 @@ pub async fn check(config_path: &Path) -> anyhow::Result<()> {
         for d in &s.destinations {
             let d = d.get_ref();
             let label = format!("{}/{} ({})", s.name, d.name, d.engine.as_str());
+            for field in abrq_sinks::describe_connection(d) {
+                println!("{label}: {field}");
+            }
             let outcome = match super::destination_factory(s.name.as_str(), d) {
                 Err(e) => Err(e),
                 Ok(dest) => dest.check().await.map_err(|e| e.describe()),

@@ -4,9 +4,10 @@ mod check;
 mod remote;
 mod run;
 
+use std::path::Path;
 use std::sync::Arc;
 
-use abrq_core::config::{Config, StateLocation};
+use abrq_core::config::{Config, ConfigError, StateLocation};
 use abrq_state::{SqliteStore, StateStore};
 use anyhow::Context;
 
@@ -25,6 +26,18 @@ pub async fn dispatch(cmd: Command) -> anyhow::Result<()> {
         Command::Breaker(c) => remote::breaker(c).await,
         Command::Destination(c) => remote::destination(c).await,
     }
+}
+
+/// Loads the config and checks every engine's own keys, without I/O: an
+/// error names the key and its line, wherever it was found.
+pub fn load_config(path: &Path) -> Result<Config, ConfigError> {
+    let config = Config::load(path)?;
+    let engines = abrq_sources::validate(&config).and_then(|()| abrq_sinks::validate(&config));
+    engines.map_err(|message| ConfigError::Invalid {
+        origin: path.display().to_string(),
+        message,
+    })?;
+    Ok(config)
 }
 
 /// Opens the state store the config names (SQLite under data_dir by

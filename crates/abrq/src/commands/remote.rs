@@ -16,7 +16,7 @@ struct Client {
 impl Client {
     fn new(remote: &Remote) -> anyhow::Result<Client> {
         let config = match &remote.config {
-            Some(p) => Some(Config::load(p)?),
+            Some(p) => Some(super::load_config(p)?),
             None => None,
         };
         let base = match (&remote.server, &config) {

@@ -5,7 +5,6 @@ use std::io::IsTerminal;
 use std::path::Path;
 use std::sync::Arc;
 
-use abrq_core::config::Config;
 use abrq_engine::{Engine, Metrics};
 use anyhow::Context;
 
@@ -13,7 +12,7 @@ use crate::report;
 use crate::server::{self, AppState};
 
 pub async fn run(config_path: &Path, until_drained: bool, no_progress: bool) -> anyhow::Result<()> {
-    let config = Config::load(config_path)?;
+    let config = super::load_config(config_path)?;
     let addr = server::check_server(&config)?;
     let tls = server::Tls::from_config(&config.server)?;
     if let Some(tls) = &tls {

@@ -17,8 +17,9 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use abrq_core::config::Config;
+use abrq_core::config::{Config, SourceEngine};
 use abrq_engine::Engine;
+use abrq_sources::http::HttpOptions;
 use axum::extract::{Request, State};
 use axum::http::{header, StatusCode};
 use axum::middleware::{self, Next};
@@ -47,19 +48,23 @@ impl AppState {
         let ingest = config
             .streams
             .iter()
-            .map(|s| {
+            .filter_map(|s| {
                 let s = s.get_ref();
                 let src = s.source.get_ref();
-                let token = src
-                    .ingest_token
-                    .as_ref()
-                    .filter(|t| !t.is_empty())
-                    .map(|t| t.expose().to_string());
-                let max = src
+                // Checked when the config was loaded; were it not, a stream
+                // whose token cannot be read takes no ingest at all rather
+                // than ingest without its token. The engine refuses ingest
+                // into a source of another engine.
+                let http = match src.engine {
+                    SourceEngine::Http => HttpOptions::from_config(src).ok()?,
+                    _ => HttpOptions::default(),
+                };
+                let token = http.token().map(str::to_string);
+                let max = http
                     .max_body
                     .map(|m| m.0)
                     .unwrap_or(abrq_engine::ingest::DEFAULT_MAX_BODY);
-                (s.name.0.clone(), (token, max))
+                Some((s.name.0.clone(), (token, max)))
             })
             .collect();
         AppState {

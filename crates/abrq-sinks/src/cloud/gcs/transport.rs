@@ -45,6 +45,12 @@ impl fmt::Debug for GcsTransport {
 }
 
 impl GcsTransport {
+    /// The bucket `s` names; no I/O.
+    pub fn from_settings(s: &super::GcsSettings) -> Self {
+        let key = s.key.as_ref().map(|k| k.expose().to_string());
+        GcsTransport::new(&s.bucket, &s.endpoint, key)
+    }
+
     /// `endpoint` is the JSON API's base URL, without `/storage/v1`.
     pub fn new(bucket: &str, endpoint: &str, key: Option<String>) -> Self {
         GcsTransport(Arc::new(Inner {

@@ -19,7 +19,7 @@ use support::{azure, config, gcs, s3};
 macro_rules! engine_suite {
     ($engine:ident, $transport:path) => {
         mod $engine {
-            use abrq_core::config::ObjectFormat;
+            use crate::object::ObjectFormat;
             use abrq_core::{Destination, Disposition};
             use sha2::{Digest, Sha256};
 

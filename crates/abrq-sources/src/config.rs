@@ -1,0 +1,234 @@
+//! Every source's own keys, checked without I/O: one options type per
+//! engine, beside the engine (`file/config.rs`, `generate.rs`, `http.rs`,
+//! `database.rs`). [`validate`] runs them all when the binary loads a
+//! config, so a key of the wrong engine fails at startup naming the key,
+//! the engine and the line.
+
+use abrq_core::config::{Config, SourceConfig, SourceEngine};
+
+use crate::database::DatabaseOptions;
+use crate::file::FileOptions;
+use crate::generate::GenerateOptions;
+use crate::http::HttpOptions;
+
+/// Checks every stream's source.
+pub fn validate(config: &Config) -> Result<(), String> {
+    for s in &config.streams {
+        check(s.get_ref().source.get_ref())?;
+    }
+    Ok(())
+}
+
+/// Checks one source's own keys.
+pub fn check(cfg: &SourceConfig) -> Result<(), String> {
+    match cfg.engine {
+        SourceEngine::File => FileOptions::from_config(cfg).map(drop),
+        SourceEngine::Generate => GenerateOptions::from_config(cfg).map(drop),
+        SourceEngine::Http => HttpOptions::from_config(cfg).map(drop),
+        SourceEngine::Postgres | SourceEngine::Mysql => DatabaseOptions::from_config(cfg).map(drop),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::file::FileFormat;
+
+    const GOOD: &str = r#"
+data_dir = "/tmp/x"
+
+[[streams]]
+name = "orders"
+[streams.source]
+engine = "file"
+path = "orders.ndjson"
+
+[[streams.destinations]]
+name = "lake"
+engine = "local"
+database = "/tmp/out"
+"#;
+
+    fn source(text: &str) -> SourceConfig {
+        let c = Config::parse(text, "t.toml").unwrap();
+        c.streams[0].get_ref().source.get_ref().clone()
+    }
+
+    fn error(text: &str) -> String {
+        match Config::parse(text, "t.toml") {
+            Ok(c) => validate(&c).unwrap_err(),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    #[test]
+    fn null_values_default_and_apply_to_csv_only() {
+        let csv = GOOD.replace("orders.ndjson", "orders.csv");
+        let src = FileOptions::from_config(&source(&csv)).unwrap();
+        assert_eq!(src.format(), FileFormat::Csv);
+        assert!(src.null_values().iter().any(|v| v == "NA"));
+        assert!(src.null_values().iter().any(|v| v == "\\N"));
+        let set = csv.replace(
+            "path = \"orders.csv\"",
+            "path = \"orders.csv\"\nnull_values = [\"-\"]",
+        );
+        let src = FileOptions::from_config(&source(&set)).unwrap();
+        assert_eq!(src.null_values(), vec!["-".to_string()]);
+        let ndjson = GOOD.replace(
+            "path = \"orders.ndjson\"",
+            "path = \"orders.ndjson\"\nnull_values = [\"NA\"]",
+        );
+        let e = error(&ndjson);
+        assert!(
+            e.contains("line 6") && e.contains("null_values applies to CSV"),
+            "{e}"
+        );
+        let bad = set.replace("[\"-\"]", "\"NA\"");
+        let e = error(&bad);
+        assert!(e.contains("null_values") && e.contains("line 9"), "{e}");
+    }
+
+    #[test]
+    fn a_key_of_another_engine_names_key_engine_and_line() {
+        let bad = GOOD.replace("engine = \"file\"", "engine = \"generate\"\nrecords = 5");
+        let e = error(&bad);
+        assert_eq!(
+            e,
+            "line 9: streams.source.path: not a key of engine \"generate\" \
+             (stream \"orders\"); its keys are records"
+        );
+        let bad = GOOD.replace(
+            "path = \"orders.ndjson\"",
+            "path = \"o\"\nmax_body = \"1MiB\"",
+        );
+        let e = error(&bad);
+        assert_eq!(
+            e,
+            "line 9: streams.source.max_body: not a key of engine \"file\" \
+             (stream \"orders\"); its keys are path, format, follow, null_values"
+        );
+        let bad = GOOD.replace("engine = \"file\"", "engine = \"http\"");
+        assert!(error(&bad).contains("its keys are ingest_token, max_body"));
+    }
+
+    #[test]
+    fn required_keys_name_engine_and_line() {
+        let bad = GOOD.replace("path = \"orders.ndjson\"", "follow = true");
+        let e = error(&bad);
+        assert_eq!(
+            e,
+            "line 6: streams.source.path is required for engine \"file\" (stream \"orders\")"
+        );
+        let bad = GOOD.replace(
+            "engine = \"file\"\npath = \"orders.ndjson\"",
+            "engine = \"generate\"",
+        );
+        assert!(error(&bad).contains("streams.source.records is required for engine \"generate\""));
+        let bad = GOOD.replace(
+            "engine = \"file\"\npath = \"orders.ndjson\"",
+            "engine = \"postgres\"",
+        );
+        assert!(error(&bad).contains("streams.source.table is required for engine \"postgres\""));
+    }
+
+    #[test]
+    fn every_engine_reads_its_own_keys() {
+        let http = GOOD.replace(
+            "engine = \"file\"\npath = \"orders.ndjson\"",
+            "engine = \"http\"\ningest_token = \"t0ken\"\nmax_body = \"1MiB\"",
+        );
+        let o = HttpOptions::from_config(&source(&http)).unwrap();
+        assert_eq!(
+            (o.token(), o.max_body.map(|s| s.0)),
+            (Some("t0ken"), Some(1 << 20))
+        );
+        assert!(!format!("{o:?}").contains("t0ken"));
+        let generate = GOOD.replace(
+            "engine = \"file\"\npath = \"orders.ndjson\"",
+            "engine = \"generate\"\nrecords = 7",
+        );
+        assert_eq!(
+            GenerateOptions::from_config(&source(&generate))
+                .unwrap()
+                .records,
+            7
+        );
+        let followed = GOOD.replace(
+            "\"orders.ndjson\"",
+            "\"o.ndjson\"\nfollow = true\nformat = \"csv\"",
+        );
+        let o = FileOptions::from_config(&source(&followed)).unwrap();
+        assert!(o.follow && o.format() == FileFormat::Csv);
+    }
+
+    /// The secrets among the sources' own keys, broken in every way a
+    /// line can be: the error names the line and the key, never the value
+    /// (the same shapes as core's test of its own secret keys).
+    const ALL_SECRETS: &str = r#"data_dir = "/tmp/x"
+[server]
+listen = "127.0.0.1:9"
+admin_token = "adm1n-S3CRET"
+
+[[streams]]
+name = "a"
+[streams.source]
+engine = "http"
+ingest_token = "1ngest-S3CRET"
+[[streams.destinations]]
+name = "d"
+engine = "postgres"
+table = "t"
+password = "dest-S3CRET"
+
+[[streams]]
+name = "b"
+[streams.source]
+engine = "postgres"
+table = "t"
+password = "src-S3CRET"
+[[streams.destinations]]
+name = "d"
+engine = "local"
+database = "/tmp/out"
+"#;
+
+    #[test]
+    fn a_broken_secret_line_names_line_and_key_but_not_the_value() {
+        let c = Config::parse(ALL_SECRETS, "t.toml").unwrap();
+        validate(&c).unwrap();
+        assert!(!format!("{c:?}").contains("S3CRET"));
+        for (key, value, line) in [
+            ("ingest_token", "1ngest-S3CRET", 10),
+            ("password", "src-S3CRET", 22),
+        ] {
+            let shapes = [
+                format!("{key} = \"{value}"),
+                format!("{key} = \"{value}\" x"),
+                format!("{key} = {value}"),
+                format!("{key} = '{value}"),
+                format!("{key} = \"{value}\\q\""),
+                format!("{key} = \"{value}${{oops\""),
+                format!("{key} = [\"{value}\"]"),
+                format!("{key} = {{ v = \"{value}\" }}"),
+                format!("{key} = \"{value}\"\n{key} = \"{value}\""),
+            ];
+            for shape in shapes {
+                let text = ALL_SECRETS
+                    .lines()
+                    .enumerate()
+                    .map(|(i, l)| if i + 1 == line { shape.as_str() } else { l })
+                    .collect::<Vec<_>>()
+                    .join("\n");
+                let e = error(&text);
+                assert!(!e.contains(value), "{shape:?} printed its value: {e}");
+                assert!(!e.contains("S3CRET"), "{shape:?} printed a secret: {e}");
+                let at = if shape.contains('\n') { line + 1 } else { line };
+                assert!(e.contains(&format!("line {at},")), "{shape:?}: {e}");
+                assert!(
+                    e.contains(&format!("streams.source.{key}")) || e.contains(&format!("`{key}`")),
+                    "{shape:?} does not name streams.source.{key}: {e}"
+                );
+            }
+        }
+    }
+}

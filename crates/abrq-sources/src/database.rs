@@ -1,0 +1,28 @@
+//! The keys the `postgres` and `mysql` sources will read, checked now so a
+//! config written for them stays valid: the five connection fields, the
+//! table, the cursor column, the poll interval and the mode. The sources
+//! themselves are not in this build (the engine refuses to start them).
+
+use abrq_core::config::{Dur, Secret, SourceConfig, Text};
+use serde::Deserialize;
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DatabaseOptions {
+    pub host: Option<Text>,
+    pub port: Option<u16>,
+    pub database: Option<Text>,
+    pub username: Option<Text>,
+    /// Hidden in `Debug` by [`Secret`].
+    pub password: Option<Secret>,
+    pub table: Text,
+    pub cursor: Option<Text>,
+    pub poll_interval: Option<Dur>,
+    pub mode: Option<Text>,
+}
+
+impl DatabaseOptions {
+    pub fn from_config(cfg: &SourceConfig) -> Result<DatabaseOptions, String> {
+        cfg.options.parse()
+    }
+}
