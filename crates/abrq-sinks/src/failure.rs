@@ -98,7 +98,19 @@ impl Failure {
             Failure::Throttled { retry_after } | Failure::Unavailable { retry_after } => {
                 retry_after.map(|d| d.min(MAX_RETRY_AFTER))
             }
-            _ => None,
+            Failure::Network
+            | Failure::Timeout
+            | Failure::Conflict
+            | Failure::Protocol
+            | Failure::Unauthorized
+            | Failure::Missing
+            | Failure::Storage
+            | Failure::Misconfigured
+            | Failure::TooLarge { .. }
+            | Failure::Rejected { .. }
+            | Failure::Drift { .. }
+            | Failure::Encoding { .. }
+            | Failure::Unknown => None,
         }
     }
 
@@ -109,7 +121,17 @@ impl Failure {
             | Failure::Rejected { record }
             | Failure::Drift { record }
             | Failure::Encoding { record } => record,
-            _ => None,
+            Failure::Network
+            | Failure::Timeout
+            | Failure::Throttled { .. }
+            | Failure::Unavailable { .. }
+            | Failure::Conflict
+            | Failure::Protocol
+            | Failure::Unauthorized
+            | Failure::Missing
+            | Failure::Storage
+            | Failure::Misconfigured
+            | Failure::Unknown => None,
         }
     }
 
