@@ -14,7 +14,7 @@ use abrq_core::config::{DestinationConfig, DestinationEngine, Secret, Text};
 use serde::Deserialize;
 
 use crate::config::{invalid, required, text, Connection};
-use crate::object::{naming, ObjectOptions};
+use crate::object::ObjectOptions;
 
 pub const CONNECTION: Connection = Connection {
     host: Some("server"),
@@ -94,19 +94,7 @@ pub fn settings(cfg: &DestinationConfig) -> Result<(FtpSettings, ObjectOptions),
     if ca_file.is_some() && !secure {
         return Err(invalid(cfg, "tls_ca_file", "applies to engine ftps only"));
     }
-    // The prefix becomes part of every key, so it must pass the same check
-    // as keys do.
-    let prefix = naming::normalize_prefix(object.prefix.as_str());
-    if !prefix.is_empty() && super::transport::safe_key(prefix).is_none() {
-        return Err(invalid(
-            cfg,
-            "prefix",
-            format!(
-                "{:?} must be plain names separated by '/', without '.' or '..'",
-                object.prefix.as_str()
-            ),
-        ));
-    }
+    object.check_prefix(cfg, |p| super::transport::safe_key(p).is_some())?;
     let ftp = FtpSettings {
         secure,
         host,

@@ -8,8 +8,8 @@ use std::path::PathBuf;
 use abrq_core::config::DestinationConfig;
 
 use super::transport::relative_path;
-use crate::config::{invalid, required, Connection};
-use crate::object::{naming, ObjectOptions};
+use crate::config::{required, Connection};
+use crate::object::ObjectOptions;
 
 pub const CONNECTION: Connection = Connection {
     host: None,
@@ -29,18 +29,7 @@ impl LocalSettings {
     pub fn from_config(cfg: &DestinationConfig) -> Result<LocalSettings, String> {
         let object: ObjectOptions = cfg.options.parse()?;
         let root = required(cfg, "database", &cfg.database)?;
-        // the prefix becomes part of every path
-        let prefix = naming::normalize_prefix(object.prefix.as_str());
-        if !prefix.is_empty() && relative_path(prefix).is_none() {
-            return Err(invalid(
-                cfg,
-                "prefix",
-                format!(
-                    "{:?} must be plain names separated by '/', without '.' or '..'",
-                    object.prefix.as_str()
-                ),
-            ));
-        }
+        object.check_prefix(cfg, |p| relative_path(p).is_some())?;
         Ok(LocalSettings {
             root: PathBuf::from(root),
             object,

@@ -67,6 +67,27 @@ pub struct ObjectSettings {
 }
 
 impl ObjectOptions {
+    /// The prefix becomes part of every key, so it must pass the engine's
+    /// own check of keys (`safe`).
+    pub fn check_prefix(
+        &self,
+        cfg: &DestinationConfig,
+        safe: impl Fn(&str) -> bool,
+    ) -> Result<(), String> {
+        let prefix = naming::normalize_prefix(self.prefix.as_str());
+        if prefix.is_empty() || safe(prefix) {
+            return Ok(());
+        }
+        Err(crate::config::invalid(
+            cfg,
+            "prefix",
+            format!(
+                "{:?} must be plain names separated by '/', without '.' or '..'",
+                self.prefix.as_str()
+            ),
+        ))
+    }
+
     /// The settings for destination `cfg` of `stream`.
     pub fn settings(&self, stream: &str, cfg: &DestinationConfig) -> ObjectSettings {
         ObjectSettings {

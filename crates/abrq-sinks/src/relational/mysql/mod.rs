@@ -28,7 +28,6 @@ pub type MysqlDestination = RelationalDestination<MysqlBackend>;
 
 pub struct MysqlBackend {
     conn: Connection<MySql>,
-    settings: Arc<RelationalSettings>,
     /// `@@max_allowed_packet`, read once: statements stay well under it.
     packet: OnceCell<usize>,
 }
@@ -39,7 +38,6 @@ pub fn destination(settings: RelationalSettings) -> Arc<dyn Destination> {
     let settings = conn.settings.clone();
     let backend = MysqlBackend {
         conn,
-        settings: settings.clone(),
         packet: OnceCell::new(),
     };
     Arc::new(RelationalDestination::new(backend, settings))
@@ -60,13 +58,13 @@ impl MysqlBackend {
                         Ok(())
                     })
                 })
-                .connect_lazy_with(self.settings.mysql_options())
+                .connect_lazy_with(self.conn.settings.mysql_options())
         })
     }
 
     /// The database the table lives in.
     fn schema(&self) -> &str {
-        let s = &self.settings;
+        let s = &self.conn.settings;
         s.schema
             .as_deref()
             .or(s.database.as_deref())
@@ -74,7 +72,7 @@ impl MysqlBackend {
     }
 
     fn qualified(&self) -> String {
-        D.qualified(self.schema(), &self.settings.table)
+        D.qualified(self.schema(), &self.conn.settings.table)
     }
 
     async fn packet(&self) -> Result<usize, DbError> {
@@ -128,7 +126,7 @@ impl Backend for MysqlBackend {
              WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? ORDER BY ORDINAL_POSITION",
         )
         .bind(self.schema())
-        .bind(&self.settings.table)
+        .bind(&self.conn.settings.table)
         .fetch_all(self.pool())
         .await
         .map_err(|e| db_error(op(), e))?;
@@ -195,9 +193,12 @@ impl Backend for MysqlBackend {
         let version: String = sqlx::query_scalar("SELECT CAST(VERSION() AS CHAR)")
             .fetch_one(self.pool())
             .await
-            .map_err(|e| db_error(format!("connect to {}", self.settings.endpoint()), e))?;
+            .map_err(|e| db_error(format!("connect to {}", self.conn.settings.endpoint()), e))?;
         self.ledger().await?;
-        Ok(format!("MySQL {version} at {}", self.settings.endpoint()))
+        Ok(format!(
+            "MySQL {version} at {}",
+            self.conn.settings.endpoint()
+        ))
     }
 
     async fn table_name(&self) -> Result<String, DbError> {
@@ -224,7 +225,7 @@ impl MysqlBackend {
              ORDER BY ORDINAL_POSITION",
         )
         .bind(self.schema())
-        .bind(&self.settings.table)
+        .bind(&self.conn.settings.table)
         .fetch_all(self.pool())
         .await
         .map_err(|e| db_error(format!("read the primary key of {}", self.qualified()), e))

@@ -27,7 +27,6 @@ pub type PostgresDestination = RelationalDestination<PgBackend>;
 
 pub struct PgBackend {
     conn: Connection<Postgres>,
-    settings: Arc<RelationalSettings>,
     /// The schema: configured, or the connection's current one.
     schema: OnceCell<String>,
 }
@@ -39,7 +38,6 @@ pub fn destination(settings: RelationalSettings) -> Arc<dyn Destination> {
     let settings = conn.settings.clone();
     let backend = PgBackend {
         conn,
-        settings: settings.clone(),
         schema: OnceCell::new(),
     };
     Arc::new(RelationalDestination::new(backend, settings))
@@ -50,14 +48,14 @@ const D: Dialect = Dialect::Postgres;
 impl PgBackend {
     fn pool(&self) -> &PgPool {
         self.conn
-            .pool(|options| options.connect_lazy_with(self.settings.pg_options()))
+            .pool(|options| options.connect_lazy_with(self.conn.settings.pg_options()))
     }
 
     async fn schema(&self) -> Result<&str, DbError> {
         let s = self
             .schema
             .get_or_try_init(|| async {
-                if let Some(s) = &self.settings.schema {
+                if let Some(s) = &self.conn.settings.schema {
                     return Ok(s.clone());
                 }
                 let row: Option<String> = sqlx::query_scalar("SELECT current_schema()")
@@ -76,7 +74,7 @@ impl PgBackend {
     }
 
     async fn qualified(&self) -> Result<String, DbError> {
-        Ok(D.qualified(self.schema().await?, &self.settings.table))
+        Ok(D.qualified(self.schema().await?, &self.conn.settings.table))
     }
 
     async fn ledger(&self) -> Result<String, DbError> {
@@ -130,7 +128,7 @@ impl Backend for PgBackend {
 
     async fn load_table(&self) -> Result<Option<TableInfo>, DbError> {
         let schema = self.schema().await?;
-        let table = &self.settings.table;
+        let table = &self.conn.settings.table;
         let op = || format!("read the columns of {}", D.qualified(schema, table));
         // indkey is an int2vector, indexed from 0: +1 keeps 0 for "no key"
         let rows = sqlx::query(
@@ -199,11 +197,11 @@ impl Backend for PgBackend {
         let version: String = sqlx::query_scalar("SHOW server_version")
             .fetch_one(self.pool())
             .await
-            .map_err(|e| db_error(format!("connect to {}", self.settings.endpoint()), e))?;
+            .map_err(|e| db_error(format!("connect to {}", self.conn.settings.endpoint()), e))?;
         self.ledger().await?;
         Ok(format!(
             "PostgreSQL {version} at {}",
-            self.settings.endpoint()
+            self.conn.settings.endpoint()
         ))
     }
 
