@@ -176,25 +176,7 @@ mod tests {
     use super::*;
     use crate::object::ObjectFormat;
 
-    const GOOD: &str = r#"
-data_dir = "/tmp/x"
-
-[[streams]]
-name = "orders"
-[streams.source]
-engine = "file"
-path = "orders.ndjson"
-
-[[streams.destinations]]
-name = "lake"
-engine = "local"
-database = "/tmp/out"
-format = "csv.gz"
-password = "hunter2"
-[streams.destinations.retry]
-max_attempts = 3
-initial_backoff = "10ms"
-"#;
+    use abrq_core::config::testing::GOOD;
 
     /// The error loading `text` gives, from core or from the engines.
     fn error(text: &str) -> String {

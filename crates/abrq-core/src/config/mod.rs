@@ -7,6 +7,8 @@
 mod model;
 mod options;
 mod state_url;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 mod toml_error;
 mod values;
 
@@ -190,25 +192,7 @@ fn validate_destination(d: &DestinationConfig) -> Result<(), String> {
 mod tests {
     use super::*;
 
-    const GOOD: &str = r#"
-data_dir = "/tmp/x"
-
-[[streams]]
-name = "orders"
-[streams.source]
-engine = "file"
-path = "orders.ndjson"
-
-[[streams.destinations]]
-name = "lake"
-engine = "local"
-database = "/tmp/out"
-format = "csv.gz"
-password = "hunter2"
-[streams.destinations.retry]
-max_attempts = 3
-initial_backoff = "10ms"
-"#;
+    use super::testing::GOOD;
 
     #[test]
     fn parses_a_good_config_with_defaults() {
