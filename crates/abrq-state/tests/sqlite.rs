@@ -38,7 +38,7 @@ async fn open_url_creates_directories_in_wal_mode() {
         .expect("journal_mode");
     assert_eq!(mode, "wal");
     let err = SqliteStore::open_url("sqlite::memory:").expect_err("memory is not durable");
-    assert!(err.to_string().contains("invalid sqlite url"), "{err}");
+    assert!(err.to_string().contains("invalid state url"), "{err}");
 }
 
 /// WAL lets drain reads run while a write transaction holds the lock (here
