@@ -202,10 +202,12 @@ async fn a_long_outage_of_one_destination_does_not_slow_the_others() {
         lines.join("\n")
     );
     abrq.note(&lines.join("\n"));
-    assert_eq!(
-        after[cut.as_str()],
-        middle[cut.as_str()],
-        "{cut} delivered while cut"
+    // At most the batch in flight at the cut, which the service may have
+    // taken whole before the link went.
+    let while_cut = after[cut.as_str()] - middle[cut.as_str()];
+    assert!(
+        while_cut <= BATCH as f64,
+        "{cut} delivered {while_cut} records while cut"
     );
     if !unthrottled {
         assert!(

@@ -333,6 +333,39 @@ impl Fleet {
         }
     }
 
+    /// Creates the relational destinations' table before abrq sees it,
+    /// with the column types a user declared (`columns`: one SQL column
+    /// list that both dialects take).
+    pub async fn declare_table(&self, columns: &str) {
+        for d in &self.dests {
+            match &d.target {
+                Target::Postgres { schema } => {
+                    let pool = sqlx::PgPool::connect(&Postgres::from_env().url)
+                        .await
+                        .expect("postgres");
+                    let sql = format!("CREATE TABLE \"{schema}\".\"{}\" ({columns})", self.table);
+                    sqlx::query(&sql)
+                        .execute(&pool)
+                        .await
+                        .expect("declare table");
+                    pool.close().await;
+                }
+                Target::Mysql { database } => {
+                    let pool = sqlx::MySqlPool::connect(&Mysql::from_env().url)
+                        .await
+                        .expect("mysql");
+                    let sql = format!("CREATE TABLE `{database}`.`{}` ({columns})", self.table);
+                    sqlx::query(&sql)
+                        .execute(&pool)
+                        .await
+                        .expect("declare table");
+                    pool.close().await;
+                }
+                _ => {}
+            }
+        }
+    }
+
     /// Removes what the destinations wrote, as far as the services allow
     /// (best effort: a failed cleanup fails no test).
     pub async fn cleanup(&self) {
