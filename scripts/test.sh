@@ -12,4 +12,6 @@ eval "$(bash scripts/services.sh env)"
 
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
-cargo test --workspace --locked -- --test-threads="${ABRQ_TEST_THREADS:-4}"
+cargo clippy --workspace --all-targets --all-features --locked -- -D warnings
+# `services`: the tests that need the services started above run too.
+cargo test --workspace --all-features --locked -- --test-threads="${ABRQ_TEST_THREADS:-4}"

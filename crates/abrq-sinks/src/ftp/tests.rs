@@ -4,6 +4,10 @@
 //! must report. Listing, concurrency and outage tests are in
 //! `tests/ftp_*.rs`. Every test writes under its own fresh directory.
 
+
+// Without the `services` feature only the tests that need no server run;
+// the helpers the others use are idle then.
+#![cfg_attr(not(feature = "services"), allow(dead_code, unused_imports))]
 use abrq_core::config::{Config, DestinationConfig};
 use abrq_core::{Destination, Disposition};
 use abrq_testkit::{names, Ftp, Ftps};
@@ -64,16 +68,19 @@ async fn suite(t: &FtpTransport) {
     assert!(t.idle_sessions() >= 1, "sessions are pooled, not closed");
 }
 
+#[cfg(feature = "services")]
 #[tokio::test]
 async fn conformance_ftp() {
     suite(&transport(&ftp_config(None, ""))).await;
 }
 
+#[cfg(feature = "services")]
 #[tokio::test]
 async fn conformance_ftps() {
     suite(&transport(&ftps_config(None, None, ""))).await;
 }
 
+#[cfg(feature = "services")]
 #[tokio::test]
 async fn built_from_config_with_manifest_on_by_default() {
     for cfg in [
@@ -113,11 +120,13 @@ async fn built_from_config_with_manifest_on_by_default() {
 }
 
 // Two tests, not one loop: pyftpdlib answers a failed login after 3 s.
+#[cfg(feature = "services")]
 #[tokio::test]
 async fn wrong_password_is_transient_and_check_says_login_ftp() {
     wrong_password(ftp_config(Some("not-the-password"), "")).await;
 }
 
+#[cfg(feature = "services")]
 #[tokio::test]
 async fn wrong_password_is_transient_and_check_says_login_ftps() {
     wrong_password(ftps_config(Some("not-the-password"), None, "")).await;
@@ -137,6 +146,7 @@ async fn wrong_password(cfg: DestinationConfig) {
     assert!(!d.contains("not-the-password"), "{d}");
 }
 
+#[cfg(feature = "services")]
 #[tokio::test]
 async fn an_untrusted_certificate_or_bad_ca_file_is_transient() {
     let s = Ftps::from_env();

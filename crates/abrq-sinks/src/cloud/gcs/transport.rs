@@ -63,7 +63,7 @@ impl GcsTransport {
 
     /// Every key under `prefix`, sorted (for tests: the transport itself
     /// never lists).
-    #[cfg(test)]
+    #[cfg(all(test, feature = "services"))]
     pub(crate) async fn list(&self, prefix: &str) -> Vec<String> {
         use gcloud_storage::http::objects::list::ListObjectsRequest;
         let req = ListObjectsRequest {

@@ -44,7 +44,7 @@ impl StoreTransport {
 
     /// Every key under `prefix`, sorted (for tests: the transport itself
     /// never lists).
-    #[cfg(test)]
+    #[cfg(all(test, feature = "services"))]
     pub(crate) async fn list(&self, prefix: &str) -> Vec<String> {
         use futures::TryStreamExt;
         let prefix = Path::from(prefix);

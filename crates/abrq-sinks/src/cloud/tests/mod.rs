@@ -11,11 +11,17 @@ mod fake_http;
 #[path = "../../../tests/cloud_support/mod.rs"]
 mod support;
 
-use support::{azure, config, gcs, s3};
+use support::config;
+#[cfg(feature = "services")]
+use support::{azure, gcs, s3};
+
+// The tests below need the emulators: built with the `services` feature,
+// as scripts/test.sh does.
 
 /// The shared suite and the listing checks for one engine: `$engine` names
 /// the module and the fresh-bucket config function (from `support`),
 /// `$transport` the engine's transport from that config.
+#[cfg(feature = "services")]
 macro_rules! engine_suite {
     ($engine:ident, $transport:path) => {
         mod $engine {
@@ -109,12 +115,16 @@ macro_rules! engine_suite {
     };
 }
 
+#[cfg(feature = "services")]
 engine_suite!(s3, crate::cloud::s3::transport);
+#[cfg(feature = "services")]
 engine_suite!(azure, crate::cloud::azure::transport);
+#[cfg(feature = "services")]
 engine_suite!(gcs, crate::cloud::gcs::transport);
 
 /// Azurite checks the account key (moto and the GCS emulator check
 /// nothing): a wrong key is the destination's problem, never the batch's.
+#[cfg(feature = "services")]
 #[tokio::test]
 async fn azure_wrong_key_is_transient_and_check_says_so() {
     use abrq_core::Disposition;
