@@ -4,7 +4,6 @@
 //! must report. Listing, concurrency and outage tests are in
 //! `tests/ftp_*.rs`. Every test writes under its own fresh directory.
 
-
 // Without the `services` feature only the tests that need no server run;
 // the helpers the others use are idle then.
 #![cfg_attr(not(feature = "services"), allow(dead_code, unused_imports))]
