@@ -30,6 +30,8 @@ pub struct Azure {
 
 impl Azure {
     pub fn from_env() -> Self {
+        // A test that reads this endpoint builds a client for it next.
+        crate::install_crypto_provider();
         let account = var("ABRQ_TEST_AZURE_ACCOUNT", DEV_ACCOUNT);
         Self {
             endpoint: var(

@@ -16,6 +16,8 @@ pub struct Gcs {
 
 impl Gcs {
     pub fn from_env() -> Self {
+        // A test that reads this endpoint builds a client for it next.
+        crate::install_crypto_provider();
         Self {
             endpoint: var("ABRQ_TEST_GCS_ENDPOINT", "http://127.0.0.1:4443"),
             project: var("ABRQ_TEST_GCS_PROJECT", "test"),

@@ -31,3 +31,10 @@ pub use proxy::Proxy;
 pub use s3::S3;
 pub use sql::{Mysql, Postgres};
 pub use tansu::ProxiedBroker;
+
+/// Makes ring the process's TLS crypto provider (once), as abrq's cloud
+/// engines do: object_store's and gcloud's HTTP clients take the process
+/// default and a test that builds one itself needs it set first.
+pub fn install_crypto_provider() {
+    let _ = tokio_rustls::rustls::crypto::ring::default_provider().install_default();
+}

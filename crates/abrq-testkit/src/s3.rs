@@ -20,6 +20,8 @@ pub struct S3 {
 
 impl S3 {
     pub fn from_env() -> Self {
+        // A test that reads this endpoint builds a client for it next.
+        crate::install_crypto_provider();
         Self {
             endpoint: var("ABRQ_TEST_S3_ENDPOINT", "http://127.0.0.1:4566"),
             region: var("ABRQ_TEST_S3_REGION", "us-east-1"),

@@ -25,6 +25,17 @@ use abrq_core::config::DestinationConfig;
 
 use crate::config::{invalid, text};
 
+/// Makes ring the process's TLS crypto provider, once. The cloud clients
+/// (object_store's and gcloud's HTTP client) are built without one of
+/// their own, so the whole binary links one crypto library (ring, as
+/// sqlx, suppaftp, the Kafka-free TLS paths and the listener use) instead
+/// of ring and aws-lc both; they take the process default, which must be
+/// set before the first client is built.
+pub fn install_crypto_provider() {
+    // Err only when a provider is installed already: that one stays.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
 /// Objects larger than this are uploaded in parts of this size (multipart
 /// for S3 and Azure, resumable chunks for GCS): no single request carries
 /// more, a failed part is re-sent alone, and the parts are slices of the

@@ -32,6 +32,7 @@ pub fn transport(cfg: &DestinationConfig) -> Result<StoreTransport, BuildError> 
 }
 
 fn store(cfg: &DestinationConfig, s: &AzureSettings) -> Result<StoreTransport, BuildError> {
+    super::install_crypto_provider();
     let mut b = match &s.key {
         Some(key) => MicrosoftAzureBuilder::new().with_access_key(key.expose()),
         None => MicrosoftAzureBuilder::from_env(),

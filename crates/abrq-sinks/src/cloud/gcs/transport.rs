@@ -93,6 +93,7 @@ impl GcsTransport {
     }
 
     async fn connect(&self) -> Result<Client, DeliveryError> {
+        crate::cloud::install_crypto_provider();
         let http = reqwest::Client::builder()
             .connect_timeout(CONNECT_TIMEOUT)
             .timeout(REQUEST_TIMEOUT)

@@ -32,6 +32,7 @@ pub fn transport(cfg: &DestinationConfig) -> Result<StoreTransport, BuildError> 
 }
 
 fn store(cfg: &DestinationConfig, s: &S3Settings) -> Result<StoreTransport, BuildError> {
+    super::install_crypto_provider();
     let mut b = match &s.keys {
         None => AmazonS3Builder::from_env(),
         Some((id, key)) => AmazonS3Builder::new()
