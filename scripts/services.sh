@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # Test services for abrq's sinks, on 127.0.0.1: S3 (moto), Azure Blob
 # (Azurite), GCS (fake-gcs-server), FTP and FTPS (pyftpdlib) and a Kafka
-# protocol broker (tansu). PostgreSQL and MariaDB are only checked. `up`
-# also unpacks the public data sets the real-data tests load.
+# protocol broker (tansu), and a PostgreSQL cluster of its own with
+# wal_level = logical for the CDC source (pgcdc, from the installed server
+# binaries). The machine's PostgreSQL and MariaDB are only checked, never
+# reconfigured. `up` also unpacks the public data sets the real-data tests
+# load.
 #
 # usage: scripts/services.sh up|down|env|status [service...]
-#   services: s3 azure gcs ftp ftps kafka postgres mysql (default: all)
+#   services: s3 azure gcs ftp ftps kafka pgcdc postgres mysql (default: all)
 #
 # Tools are installed once into ${ABRQ_CACHE_DIR:-$HOME/.cache/abrq}, outside
 # the clone, and reused. Each service runs as its own process with its PID in
@@ -45,6 +48,7 @@ FTPS_PORT=2990
 FTPS_PASSIVE=30050-30099
 KAFKA_PORT=9092
 PG_PORT=5432
+PGCDC_PORT=5442
 MYSQL_PORT=3306
 
 FTP_USER=${ABRQ_TEST_FTP_USER:-abrq}
@@ -53,7 +57,7 @@ FTP_PASSWORD=${ABRQ_TEST_FTP_PASSWORD:-abrq-test}
 AZURE_ACCOUNT=devstoreaccount1
 AZURE_KEY='Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=='
 
-ALL_SERVICES=(s3 azure gcs ftp ftps kafka)
+ALL_SERVICES=(s3 azure gcs ftp ftps kafka pgcdc)
 ALL_CHECKS=(postgres mysql)
 
 say() { printf 'services: %s\n' "$*" >&2; }
@@ -145,6 +149,66 @@ make_cert() {
 	say "made ftps certificate $CERTS/ftps.crt"
 }
 
+# --- the CDC PostgreSQL cluster ------------------------------------------------
+
+# the newest installed server's binaries (Debian keeps them off PATH)
+pg_bindir() {
+	local dir
+	dir=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
+	[[ -z $dir ]] && command -v initdb >/dev/null && dir=$(dirname "$(command -v initdb)")
+	[[ -n $dir && -x $dir/postgres ]] ||
+		die "no PostgreSQL server binaries; on debian: apt-get install -y postgresql"
+	printf '%s' "$dir"
+}
+
+# the server refuses to run as root: then it runs as the postgres user, and
+# its data lives where that user can reach (root's home is closed to it)
+pgcdc_user() { ((EUID == 0)) && echo postgres || id -un; }
+
+pgcdc_dir() {
+	if ((EUID == 0)) && ! setpriv --reuid=postgres --regid=postgres --clear-groups test -x "$CACHE" 2>/dev/null; then
+		printf '/var/tmp/abrq-pgcdc'
+	else
+		printf '%s/pgcdc' "$CACHE"
+	fi
+}
+
+# runs "$@" as the cluster's user
+as_pgcdc() {
+	if ((EUID == 0)); then
+		setpriv --reuid=postgres --regid=postgres --clear-groups -- "$@"
+	else
+		"$@"
+	fi
+}
+
+pgcdc_ready() { [[ -f $(pgcdc_dir)/PG_VERSION ]]; }
+
+install_pgcdc() {
+	local dir bin
+	dir=$(pgcdc_dir)
+	bin=$(pg_bindir)
+	rm -rf "$dir"
+	mkdir -p "$dir"
+	((EUID == 0)) && chown postgres: "$dir"
+	chmod 700 "$dir"
+	# trust on 127.0.0.1 for connections and for replication (initdb's defaults)
+	as_pgcdc "$bin/initdb" -D "$dir" -U postgres --auth=trust -E UTF8 --no-locale >"$LOGS/pgcdc-initdb.log" 2>&1 ||
+		{
+			tail -n 20 "$LOGS/pgcdc-initdb.log" >&2
+			die "initdb failed (log: $LOGS/pgcdc-initdb.log)"
+		}
+}
+
+# the test database, once the cluster answers
+pgcdc_setup() {
+	local bin
+	bin=$(pg_bindir)
+	"$bin/psql" -h 127.0.0.1 -p "$PGCDC_PORT" -U postgres -d postgres -Atqc \
+		"SELECT 1 FROM pg_database WHERE datname = 'test'" | grep -q 1 ||
+		"$bin/psql" -h 127.0.0.1 -p "$PGCDC_PORT" -U postgres -d postgres -qc "CREATE DATABASE test" >/dev/null
+}
+
 # installs what the chosen services need, the parts in parallel
 install_for() {
 	local need_py=0 need_npm=0 need_tansu=0 svc
@@ -153,6 +217,7 @@ install_for() {
 		s3 | gcs | ftp | ftps) need_py=1 ;;
 		azure) need_npm=1 ;;
 		kafka) need_tansu=1 ;;
+		pgcdc) pgcdc_ready || timed_install "postgresql cluster for cdc" install_pgcdc ;;
 		esac
 	done
 	local pids=() start=$SECONDS
@@ -216,6 +281,14 @@ service_cmd() {
 			--advertised-listener-url "tcp://127.0.0.1:$KAFKA_PORT"
 			--storage-engine memory://tansu/)
 		;;
+	pgcdc)
+		local dir
+		dir=$(pgcdc_dir)
+		CMD=("$(pg_bindir)/postgres" -D "$dir" -p "$PGCDC_PORT" -c listen_addresses=127.0.0.1
+			-c unix_socket_directories="$dir" -c wal_level=logical -c max_replication_slots=32
+			-c max_wal_senders=32 -c max_connections=200 -c wal_sender_timeout=60s)
+		((EUID == 0)) && CMD=(setpriv --reuid=postgres --regid=postgres --clear-groups -- "${CMD[@]}")
+		;;
 	*) die "unknown service $1" ;;
 	esac
 }
@@ -228,6 +301,7 @@ service_marker() {
 	gcs) echo fake-gcs-server ;;
 	ftp | ftps) echo pyftpdlib ;;
 	kafka) echo tansu ;;
+	pgcdc) echo "$(pgcdc_dir)" ;;
 	esac
 }
 
@@ -239,6 +313,7 @@ service_url() {
 	ftp) echo "ftp://127.0.0.1:$FTP_PORT" ;;
 	ftps) echo "ftps://127.0.0.1:$FTPS_PORT" ;;
 	kafka) echo "127.0.0.1:$KAFKA_PORT" ;;
+	pgcdc) echo "127.0.0.1:$PGCDC_PORT" ;;
 	postgres) echo "127.0.0.1:$PG_PORT" ;;
 	mysql) echo "127.0.0.1:$MYSQL_PORT" ;;
 	esac
@@ -268,6 +343,7 @@ ready() {
 		tcp_open "$KAFKA_PORT" &&
 			timeout 5 "$TANSU" topic list --broker "tcp://127.0.0.1:$KAFKA_PORT" >/dev/null 2>&1
 		;;
+	pgcdc) "$(pg_bindir)/pg_isready" -q -h 127.0.0.1 -p "$PGCDC_PORT" ;;
 	esac
 }
 
@@ -296,6 +372,8 @@ launch() {
 		return 0
 	fi
 	rm -f "$(pid_file "$svc")"
+	# a cluster left by a killed server: postgres itself refuses a live one
+	if [[ $svc == pgcdc ]] && ! ready "$svc"; then rm -f "$(pgcdc_dir)/postmaster.pid"; fi
 	if ready "$svc"; then
 		die "$svc: port of $(service_url "$svc") answers but not from a process this script started; stop it or free the port"
 	fi
@@ -326,6 +404,7 @@ await() {
 		fi
 		sleep 0.2
 	done
+	[[ $svc == pgcdc ]] && pgcdc_setup
 	say "$svc ready at $(service_url "$svc") (pid $pid)"
 }
 
@@ -366,7 +445,7 @@ select_services() {
 	local svc
 	for svc in "$@"; do
 		case $svc in
-		s3 | azure | gcs | ftp | ftps | kafka) SERVICES+=("$svc") ;;
+		s3 | azure | gcs | ftp | ftps | kafka | pgcdc) SERVICES+=("$svc") ;;
 		postgres | mysql) CHECKS+=("$svc") ;;
 		*) die "unknown service $svc (known: ${ALL_SERVICES[*]} ${ALL_CHECKS[*]})" ;;
 		esac
@@ -403,7 +482,8 @@ cmd_down() {
 			rm -f "$(pid_file "$svc")"
 			continue
 		fi
-		kill "$pid" 2>/dev/null || true
+		# postgres: INT is its fast shutdown (TERM waits for every client)
+		if [[ $svc == pgcdc ]]; then kill -INT "$pid" 2>/dev/null || true; else kill "$pid" 2>/dev/null || true; fi
 		for ((i = 0; i < 50; i++)); do
 			kill -0 "$pid" 2>/dev/null || break
 			sleep 0.1
@@ -463,6 +543,7 @@ cmd_env() {
 		"ABRQ_TEST_KAFKA_BROKERS=127.0.0.1:$KAFKA_PORT"
 		"ABRQ_TEST_POSTGRES_URL=postgres://postgres@127.0.0.1:$PG_PORT/test"
 		"ABRQ_TEST_MYSQL_URL=mysql://root@127.0.0.1:$MYSQL_PORT/test"
+		"ABRQ_TEST_PGCDC_URL=postgres://postgres@127.0.0.1:$PGCDC_PORT/test"
 		"ABRQ_TEST_DATASETS=$DATASETS"
 	)
 	local kv
@@ -480,7 +561,7 @@ main() {
 	env) cmd_env ;;
 	status) cmd_status "$@" ;;
 	*)
-		sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//' >&2
+		sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//' >&2
 		exit 2
 		;;
 	esac

@@ -99,7 +99,10 @@ impl Engine {
                 tasks.spawn(drain::run_marks(s.clone(), d.clone()));
             }
             tasks.spawn(gc::run(s.clone(), config.spool.gc_interval.0));
-            if matches!(s.source_engine, SourceEngine::File | SourceEngine::Generate) {
+            if matches!(
+                s.source_engine,
+                SourceEngine::File | SourceEngine::Generate | SourceEngine::Postgres
+            ) {
                 let src_cfg = sc.source.get_ref().clone();
                 let s2 = s.clone();
                 tasks.spawn(async move {
@@ -220,7 +223,7 @@ async fn register_stream(
 ) -> Result<Arc<StreamShared>, StartError> {
     let name = sc.name.as_str();
     let source_engine = sc.source.get_ref().engine;
-    if matches!(source_engine, SourceEngine::Postgres | SourceEngine::Mysql) {
+    if source_engine == SourceEngine::Mysql {
         return Err(StartError::Source {
             stream: name.to_string(),
             engine: format!("{source_engine:?}").to_lowercase(),

@@ -1,10 +1,13 @@
-//! The task that reads a pull source (file, generate) and stages what it reads, batch by
-//! batch, with the cursor just past each batch in the same transaction.
+//! The task that reads a pull source (file, generate, a postgres table)
+//! and stages what it reads, batch by batch, with the cursor just past
+//! each batch in the same transaction.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use abrq_core::config::{SourceConfig, SourceEngine};
+use abrq_sources::postgres::{PgCursorSource, PostgresSettings};
 use abrq_sources::{Chunk, FileSource, GenerateSource, Limits, ReadChunk, SourceError};
 use abrq_state::NewBatch;
 
@@ -34,24 +37,86 @@ pub async fn run(stream: Arc<StreamShared>, cfg: SourceConfig) -> Result<(), Sou
     match cfg.engine {
         SourceEngine::Generate => {
             let src = GenerateSource::from_config(&cfg, cursor.as_deref())?;
-            pump(stream, src, false, "generate".into()).await
+            let how = Pace::until_end(FOLLOW_POLL);
+            pump(stream, Blocking(Some(src)), how, "generate".into()).await
         }
         SourceEngine::File => {
             let src = FileSource::from_config(&cfg, cursor.as_deref())?;
             let (follow, path) = (src.follows(), src.path().display().to_string());
-            pump(stream, src, follow, path).await
+            let how = match follow {
+                true => Pace::forever(FOLLOW_POLL),
+                false => Pace::until_end(FOLLOW_POLL),
+            };
+            pump(stream, Blocking(Some(src)), how, path).await
         }
-        SourceEngine::Http | SourceEngine::Postgres | SourceEngine::Mysql => Ok(()),
+        SourceEngine::Postgres => {
+            let settings = PostgresSettings::from_config(&cfg).map_err(SourceError::Config)?;
+            let (how, what) = (Pace::forever(settings.poll_interval), settings.describe());
+            let src = PgCursorSource::new(settings, cursor.as_deref())?;
+            pump(stream, src, how, what).await
+        }
+        SourceEngine::Http | SourceEngine::Mysql => Ok(()),
     }
 }
 
-async fn pump<S: ReadChunk>(
-    stream: Arc<StreamShared>,
-    source: S,
+/// A source the pump reads from.
+trait Reader: Send {
+    fn read(
+        &mut self,
+        limits: Limits,
+    ) -> impl Future<Output = Result<Chunk, SourceTaskError>> + Send;
+}
+
+/// A source read on a blocking thread (files).
+struct Blocking<S>(Option<S>);
+
+impl<S: ReadChunk> Reader for Blocking<S> {
+    async fn read(&mut self, limits: Limits) -> Result<Chunk, SourceTaskError> {
+        let mut src = self.0.take().expect("source is put back after each read");
+        let (src, read) = tokio::task::spawn_blocking(move || {
+            let r = src.read_chunk(limits);
+            (src, r)
+        })
+        .await?;
+        self.0 = Some(src);
+        Ok(read?)
+    }
+}
+
+impl Reader for PgCursorSource {
+    async fn read(&mut self, limits: Limits) -> Result<Chunk, SourceTaskError> {
+        Ok(self.read_chunk(limits).await?)
+    }
+}
+
+/// What the pump does at the source's end: stop, or look again after
+/// `idle`.
+#[derive(Clone, Copy)]
+struct Pace {
     follow: bool,
+    idle: Duration,
+}
+
+impl Pace {
+    fn until_end(idle: Duration) -> Pace {
+        Pace {
+            follow: false,
+            idle,
+        }
+    }
+
+    fn forever(idle: Duration) -> Pace {
+        Pace { follow: true, idle }
+    }
+}
+
+async fn pump<R: Reader>(
+    stream: Arc<StreamShared>,
+    mut source: R,
+    pace: Pace,
     what: String,
 ) -> Result<(), SourceTaskError> {
-    let mut source = Some(source);
+    let follow = pace.follow;
     let limits = Limits {
         max_records: stream.batch.max_records,
         max_bytes: stream.batch.max_bytes.0,
@@ -67,14 +132,7 @@ async fn pump<S: ReadChunk>(
             max_records: limits.max_records - pending.records,
             max_bytes: limits.max_bytes.saturating_sub(pending.bytes).max(1),
         };
-        let mut src = source.take().expect("source is put back after each read");
-        let (src, read) = tokio::task::spawn_blocking(move || {
-            let r = src.read_chunk(want);
-            (src, r)
-        })
-        .await?;
-        source = Some(src);
-        let chunk = read?;
+        let chunk = source.read(want).await?;
         stream.source_health.progressed();
         let at_end = chunk.at_end;
         if !chunk.is_empty() && first_at.is_none() {
@@ -106,8 +164,8 @@ async fn pump<S: ReadChunk>(
                 return Ok(());
             }
             let nap = match first_at {
-                Some(t) => max_wait.saturating_sub(t.elapsed()).min(FOLLOW_POLL),
-                None => FOLLOW_POLL,
+                Some(t) => max_wait.saturating_sub(t.elapsed()).min(pace.idle),
+                None => pace.idle,
             };
             tokio::select! {
                 _ = stream.cancel.cancelled() => return Ok(()),

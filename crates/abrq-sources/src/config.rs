@@ -10,6 +10,7 @@ use crate::database::DatabaseOptions;
 use crate::file::FileOptions;
 use crate::generate::GenerateOptions;
 use crate::http::HttpOptions;
+use crate::postgres::PostgresSettings;
 
 /// Checks every stream's source.
 pub fn validate(config: &Config) -> Result<(), String> {
@@ -25,7 +26,8 @@ pub fn check(cfg: &SourceConfig) -> Result<(), String> {
         SourceEngine::File => FileOptions::from_config(cfg).map(drop),
         SourceEngine::Generate => GenerateOptions::from_config(cfg).map(drop),
         SourceEngine::Http => HttpOptions::from_config(cfg).map(drop),
-        SourceEngine::Postgres | SourceEngine::Mysql => DatabaseOptions::from_config(cfg).map(drop),
+        SourceEngine::Postgres => PostgresSettings::from_config(cfg).map(drop),
+        SourceEngine::Mysql => DatabaseOptions::from_config(cfg).map(drop),
     }
 }
 

@@ -1,7 +1,7 @@
-//! The keys the `postgres` and `mysql` sources will read, checked now so a
-//! config written for them stays valid: the five connection fields, the
-//! table, the cursor column, the poll interval and the mode. The sources
-//! themselves are not in this build (the engine refuses to start them).
+//! The keys the `mysql` source will read, checked now so a config written
+//! for it stays valid: the five connection fields, the table, the cursor
+//! column, the poll interval and the mode. The source itself is not in
+//! this build (the engine refuses to start it).
 
 use abrq_core::config::{Dur, Secret, SourceConfig, Text};
 use serde::Deserialize;

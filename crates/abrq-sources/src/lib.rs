@@ -9,12 +9,14 @@ pub mod file;
 pub mod generate;
 pub mod http;
 pub mod ingest;
+pub mod postgres;
 
 pub use chunk::{Chunk, Limits};
 pub use config::validate;
 pub use file::{FileSource, SourceError};
 pub use generate::GenerateSource;
 pub use ingest::{for_each_record, parse_body, IngestError};
+pub use postgres::PgCursorSource;
 
 /// A source read in chunks on a blocking thread.
 pub trait ReadChunk: Send + 'static {

@@ -46,8 +46,11 @@ async fn destinations_racing_on_a_fresh_schema_all_land_their_first_batch() {
             listen = abrq.listen(),
         ));
         abrq.start().await;
-        abrq.ingest("s", "{\"id\":1,\"name\":\"first\"}\n{\"id\":2,\"name\":\"second\"}\n")
-            .await;
+        abrq.ingest(
+            "s",
+            "{\"id\":1,\"name\":\"first\"}\n{\"id\":2,\"name\":\"second\"}\n",
+        )
+        .await;
         abrq.wait_status("s", "every destination through seq 1", |st| {
             (0..DESTINATIONS).all(|i| u(&dest_of(st, &format!("pg{i}"))["high_water_mark"]) == 1)
         })
@@ -58,14 +61,22 @@ async fn destinations_racing_on_a_fresh_schema_all_land_their_first_batch() {
                 &[("outcome", "failure")],
             )
             .await;
-        assert_eq!(failed, 0.0, "round {round}: first attempts failed:\n{}", abrq.log());
+        assert_eq!(
+            failed,
+            0.0,
+            "round {round}: first attempts failed:\n{}",
+            abrq.log()
+        );
         let ledger: i64 = sqlx::query_scalar(&format!(
             "SELECT count(*) FROM \"{schema}\".abrq_applied_batches"
         ))
         .fetch_one(&pool)
         .await
         .expect("the ledger");
-        assert_eq!(ledger, DESTINATIONS as i64, "one ledger row per destination");
+        assert_eq!(
+            ledger, DESTINATIONS as i64,
+            "one ledger row per destination"
+        );
         abrq.kill();
         sqlx::query(&format!("DROP SCHEMA \"{schema}\" CASCADE"))
             .execute(&pool)

@@ -96,6 +96,11 @@ impl Options {
         self.entries.is_empty()
     }
 
+    /// The line `key` is written on, for an engine's own checks.
+    pub fn line_of(&self, key: &str) -> Option<usize> {
+        self.entries.iter().find(|e| e.key == key).map(|e| e.line)
+    }
+
     /// Every key, read into `T`, a struct with `deny_unknown_fields`.
     pub fn parse<T: DeserializeOwned>(&self) -> Result<T, String> {
         let all: Vec<&Entry> = self.entries.iter().collect();

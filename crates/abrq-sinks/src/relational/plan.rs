@@ -161,6 +161,12 @@ pub fn plan<'a>(
 
     // pass 2: the table after DDL
     if fresh {
+        // a source that knows its key declares it (`primary_key: true`);
+        // a configured key wins
+        let key = match (p.key.is_empty(), p.mode) {
+            (true, WriteMode::Upsert) => declared_key(batch),
+            _ => p.key.clone(),
+        };
         let mut order: Vec<(&str, SqlType)> = Vec::new();
         for (name, ty) in declared.iter() {
             order.push((name, ty.clone()));
@@ -177,23 +183,23 @@ pub fn plan<'a>(
             .map(|(name, ty)| Column {
                 name: name.to_string(),
                 ty,
-                nullable: !p.key.iter().any(|k| k == name),
+                nullable: !key.iter().any(|k| k == name),
             })
             .collect();
         if p.mode == WriteMode::Upsert && !table.columns.is_empty() {
-            if p.key.is_empty() {
+            if key.is_empty() {
                 return Err(PlanError::NoKey(
                     "upsert mode: the table does not exist and no primary key is configured; \
                      create it with a primary key"
                         .into(),
                 ));
             }
-            if let Some(k) = p.key.iter().find(|k| table.column(k).is_none()) {
+            if let Some(k) = key.iter().find(|k| table.column(k).is_none()) {
                 return Err(PlanError::NoKey(format!(
                     "upsert mode: key column {k:?} is not in the batch"
                 )));
             }
-            table.key = p.key.clone();
+            table.key = key;
         }
         // declared types can be too narrow for the values: the types
         // policy decides, and a widening simply becomes the created type
@@ -266,6 +272,23 @@ fn declarations(batch: &Batch, d: Dialect) -> indexmap_lite::Ordered<SqlType> {
         }
     }
     out
+}
+
+/// The columns the batch's last schema instruction marks `primary_key`, in
+/// its order.
+fn declared_key(batch: &Batch) -> Vec<String> {
+    let last = batch.items.iter().rev().find_map(|item| match item {
+        Item::Schema { columns } => Some(columns),
+        _ => None,
+    });
+    last.map(|columns| {
+        columns
+            .iter()
+            .filter(|(_, v)| v.get("primary_key").and_then(Value::as_bool) == Some(true))
+            .map(|(k, _)| k.clone())
+            .collect()
+    })
+    .unwrap_or_default()
 }
 
 /// A declared type is a type name, or an object with a `type` key.

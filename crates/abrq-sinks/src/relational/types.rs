@@ -192,6 +192,15 @@ fn as_int(n: &serde_json::Number) -> Option<i64> {
     })
 }
 
+/// `-12.50`, `3`, `.5`: digits with at most one point and a sign.
+fn is_plain_decimal(t: &str) -> bool {
+    let body = t.strip_prefix('-').unwrap_or(t);
+    let (int, frac) = body.split_once('.').unwrap_or((body, ""));
+    !(int.is_empty() && frac.is_empty())
+        && int.bytes().all(|b| b.is_ascii_digit())
+        && frac.bytes().all(|b| b.is_ascii_digit())
+}
+
 fn digits_fit(text: &str, p: u32, s: u32) -> bool {
     let t = text.trim_start_matches('-');
     let (int, frac) = t.split_once('.').unwrap_or((t, ""));
@@ -234,6 +243,12 @@ pub fn cell<'a>(ty: &SqlType, v: &'a Value) -> Option<Cell<'a>> {
                 Some(_) | None => Some(Cell::Decimal(text)),
             }
         }
+        // exact decimals travel as text (a JSON number would lose digits):
+        // what database sources send for numeric columns
+        (SqlType::Numeric(limit), Value::String(t)) if is_plain_decimal(t) => match limit {
+            Some((p, s)) if !digits_fit(t, *p, *s) => None,
+            Some(_) | None => Some(Cell::Decimal(t.clone())),
+        },
         (SqlType::Text(limit), v) => {
             let t = text_of(v);
             match limit {
@@ -414,6 +429,16 @@ mod tests {
         assert!(fits(&SqlType::Numeric(Some((5, 2))), &json!(123.45)));
         assert!(!fits(&SqlType::Numeric(Some((5, 2))), &json!(1234.5)));
         assert!(!fits(&SqlType::Numeric(Some((5, 2))), &json!(1.125)));
+        // decimals as text, as database sources send them
+        assert!(fits(&SqlType::Numeric(Some((5, 2))), &json!("-123.40")));
+        assert!(fits(
+            &SqlType::Numeric(None),
+            &json!("123456789012345678901234.5")
+        ));
+        assert!(!fits(&SqlType::Numeric(Some((5, 2))), &json!("1234.5")));
+        assert!(!fits(&SqlType::Numeric(None), &json!("1e5")));
+        assert!(!fits(&SqlType::Numeric(None), &json!("12a")));
+        assert!(!fits(&SqlType::Numeric(None), &json!("-")));
         assert!(!fits(&SqlType::Timestamp, &json!("soon")));
         assert!(fits(&SqlType::Timestamp, &json!("2024-01-02")));
         assert!(fits(&SqlType::Date, &json!("2024-01-02")));

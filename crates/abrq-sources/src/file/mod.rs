@@ -39,6 +39,9 @@ pub enum SourceError {
     /// config that was not can fail here).
     #[error("{0}")]
     Config(String),
+    /// A database source could not read: `at` says which server and table.
+    #[error("{at}: {message}")]
+    Database { at: String, message: String },
 }
 
 pub struct FileSource {

@@ -4,6 +4,9 @@
 
 use std::path::Path;
 
+use abrq_core::config::SourceEngine;
+use abrq_sources::postgres::{PgCursorSource, PostgresSettings};
+
 pub async fn check(config_path: &Path) -> anyhow::Result<()> {
     let config = super::load_config(config_path)?;
     crate::server::check_server(&config)?;
@@ -15,11 +18,30 @@ pub async fn check(config_path: &Path) -> anyhow::Result<()> {
     if crate::server::Tls::from_config(&config.server)?.is_some() {
         println!("tls certificate and key: ok");
     }
-    super::open_store(&config).await?;
+    let store = super::open_store(&config).await?;
     println!("state store: ok");
     let mut failures = 0;
     for s in &config.streams {
         let s = s.get_ref();
+        let source = s.source.get_ref();
+        if source.engine == SourceEngine::Postgres {
+            let label = format!("{} source (postgres)", s.name);
+            let cursor = store.cursor(s.name.as_str()).await.unwrap_or(None);
+            let outcome = match PostgresSettings::from_config(source) {
+                Err(e) => Err(e),
+                Ok(settings) => match PgCursorSource::new(settings, cursor.as_deref()) {
+                    Err(e) => Err(e.to_string()),
+                    Ok(mut src) => src.check().await.map_err(|e| e.to_string()),
+                },
+            };
+            match outcome {
+                Ok(detail) => println!("{label}: ok {detail}"),
+                Err(e) => {
+                    failures += 1;
+                    println!("{label}: FAILED {e}");
+                }
+            }
+        }
         for d in &s.destinations {
             let d = d.get_ref();
             let label = format!("{}/{} ({})", s.name, d.name, d.engine.as_str());
@@ -40,7 +62,7 @@ pub async fn check(config_path: &Path) -> anyhow::Result<()> {
         }
     }
     if failures > 0 {
-        anyhow::bail!("{failures} destination(s) failed the check");
+        anyhow::bail!("{failures} source(s) or destination(s) failed the check");
     }
     Ok(())
 }

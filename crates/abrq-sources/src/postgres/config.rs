@@ -1,0 +1,267 @@
+//! The `postgres` source's keys, checked without I/O. Connection fields:
+//! `host` the server (127.0.0.1), `port` (5432), `database`, `username`,
+//! `password`. Own keys: `mode` (`cursor`), `table` (`name` or
+//! `schema.name`), `cursor` (the monotonic column), `primary_key` (the
+//! tie-break, for a view or a table without one), `poll_interval` (1s),
+//! `tls`, `tls_ca_file`.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use abrq_core::config::{Dur, Secret, SourceConfig, Text};
+use serde::Deserialize;
+use sqlx::postgres::{PgConnectOptions, PgSslMode};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    /// Poll by a monotonic column with the primary key as tie-break.
+    #[default]
+    Cursor,
+    /// Logical decoding through a replication slot.
+    Cdc,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PostgresOptions {
+    host: Option<Text>,
+    port: Option<u16>,
+    database: Option<Text>,
+    username: Option<Text>,
+    password: Option<Secret>,
+    #[serde(default)]
+    mode: Mode,
+    table: Option<Text>,
+    cursor: Option<Text>,
+    #[serde(default)]
+    primary_key: Vec<Text>,
+    poll_interval: Option<Dur>,
+    #[serde(default)]
+    tls: bool,
+    tls_ca_file: Option<Text>,
+}
+
+/// A relation: schema (None: the connection's search path) and name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableName {
+    pub schema: Option<String>,
+    pub name: String,
+}
+
+impl TableName {
+    /// `name` or `schema.name`; a quoted part may hold a dot.
+    pub fn parse(raw: &str) -> Result<TableName, String> {
+        let parts = split_qualified(raw)?;
+        match parts.as_slice() {
+            [name] => Ok(TableName {
+                schema: None,
+                name: name.clone(),
+            }),
+            [schema, name] => Ok(TableName {
+                schema: Some(schema.clone()),
+                name: name.clone(),
+            }),
+            _ => Err(format!("{raw:?} is not a table name (name or schema.name)")),
+        }
+    }
+
+    /// The name as SQL text, each part quoted.
+    pub fn quoted(&self) -> String {
+        match &self.schema {
+            Some(s) => format!("{}.{}", quote(s), quote(&self.name)),
+            None => quote(&self.name),
+        }
+    }
+}
+
+impl std::fmt::Display for TableName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.schema {
+            Some(s) => write!(f, "{s}.{}", self.name),
+            None => f.write_str(&self.name),
+        }
+    }
+}
+
+/// An identifier quoted for SQL.
+pub fn quote(ident: &str) -> String {
+    format!("\"{}\"", ident.replace('"', "\"\""))
+}
+
+/// Splits `a.b` at unquoted dots; `"a.b"` is one part, `""` inside quotes
+/// is a quote. Unquoted parts are folded to lower case, as PostgreSQL does.
+fn split_qualified(raw: &str) -> Result<Vec<String>, String> {
+    let mut parts = Vec::new();
+    let mut cur = String::new();
+    let mut chars = raw.trim().chars().peekable();
+    let mut quoted_part = false;
+    while let Some(c) = chars.next() {
+        match c {
+            '"' => {
+                quoted_part = true;
+                loop {
+                    match chars.next() {
+                        Some('"') if chars.peek() == Some(&'"') => {
+                            chars.next();
+                            cur.push('"');
+                        }
+                        Some('"') => break,
+                        Some(c) => cur.push(c),
+                        None => return Err(format!("{raw:?}: a quote is not closed")),
+                    }
+                }
+            }
+            '.' => {
+                parts.push(finish(&mut cur, quoted_part, raw)?);
+                quoted_part = false;
+            }
+            c => cur.push(c),
+        }
+    }
+    parts.push(finish(&mut cur, quoted_part, raw)?);
+    Ok(parts)
+}
+
+fn finish(cur: &mut String, quoted: bool, raw: &str) -> Result<String, String> {
+    let part = std::mem::take(cur);
+    let part = if quoted {
+        part
+    } else {
+        part.trim().to_lowercase()
+    };
+    if part.is_empty() {
+        return Err(format!("{raw:?} has an empty name part"));
+    }
+    Ok(part)
+}
+
+/// Everything a postgres source needs, checked. `Debug` shows the
+/// password as `***`.
+#[derive(Debug, Clone)]
+pub struct PostgresSettings {
+    pub host: String,
+    pub port: u16,
+    pub database: Option<String>,
+    pub username: Option<String>,
+    pub password: Option<Secret>,
+    pub mode: Mode,
+    pub table: TableName,
+    pub cursor: String,
+    pub primary_key: Vec<String>,
+    pub poll_interval: Duration,
+    pub tls: bool,
+    pub tls_ca_file: Option<PathBuf>,
+}
+
+impl PostgresSettings {
+    pub fn from_config(cfg: &SourceConfig) -> Result<PostgresSettings, String> {
+        let o: PostgresOptions = cfg.options.parse()?;
+        let text = |t: &Option<Text>| {
+            t.as_ref()
+                .map(|t| t.as_str().to_string())
+                .filter(|s| !s.is_empty())
+        };
+        let at = |key: &str, why: String| {
+            let line = cfg.options.line_of(key).unwrap_or(cfg.line);
+            format!("line {line}: streams.source.{key}: {why} (engine \"postgres\")")
+        };
+        if o.mode == Mode::Cdc {
+            return Err(at(
+                "mode",
+                "mode = \"cdc\" is not in this build yet; use mode = \"cursor\"".into(),
+            ));
+        }
+        let table = match text(&o.table) {
+            Some(t) => TableName::parse(&t).map_err(|e| at("table", e))?,
+            None => {
+                return Err(at(
+                    "table",
+                    "table is required for mode = \"cursor\"".into(),
+                ))
+            }
+        };
+        let cursor = text(&o.cursor).ok_or_else(|| {
+            at(
+                "cursor",
+                "cursor (a monotonic column such as a bigserial id or updated_at) is required for mode = \"cursor\"".into(),
+            )
+        })?;
+        let poll_interval = o.poll_interval.map_or(Duration::from_secs(1), |d| d.0);
+        if poll_interval.is_zero() {
+            return Err(at("poll_interval", "must be more than 0".into()));
+        }
+        Ok(PostgresSettings {
+            host: text(&o.host).unwrap_or_else(|| "127.0.0.1".into()),
+            port: o.port.unwrap_or(5432),
+            database: text(&o.database),
+            username: text(&o.username),
+            password: o.password.clone().filter(|p| !p.is_empty()),
+            mode: o.mode,
+            table,
+            cursor,
+            primary_key: o.primary_key.iter().map(|k| k.0.clone()).collect(),
+            poll_interval,
+            tls: o.tls,
+            tls_ca_file: text(&o.tls_ca_file).map(PathBuf::from),
+        })
+    }
+
+    /// TLS is on when asked for or when a private CA is given; then the
+    /// server's certificate and name are verified.
+    pub fn connect_options(&self) -> PgConnectOptions {
+        let tls = self.tls || self.tls_ca_file.is_some();
+        let mut o = PgConnectOptions::new_without_pgpass()
+            .host(&self.host)
+            .port(self.port)
+            .application_name("abrq source")
+            .ssl_mode(if tls {
+                PgSslMode::VerifyFull
+            } else {
+                PgSslMode::Disable
+            });
+        if let Some(ca) = &self.tls_ca_file {
+            o = o.ssl_root_cert(ca);
+        }
+        if let Some(u) = &self.username {
+            o = o.username(u);
+        }
+        if let Some(p) = &self.password {
+            o = o.password(p.expose());
+        }
+        if let Some(d) = &self.database {
+            o = o.database(d);
+        }
+        o
+    }
+
+    /// Where the source reads, for messages (never the password).
+    pub fn describe(&self) -> String {
+        format!(
+            "postgres://{}:{}/{} table {}",
+            self.host,
+            self.port,
+            self.database.as_deref().unwrap_or(""),
+            self.table
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table_names_split_at_unquoted_dots() {
+        let t = TableName::parse("public.Orders").unwrap();
+        assert_eq!(t.schema.as_deref(), Some("public"));
+        assert_eq!(t.name, "orders");
+        let t = TableName::parse("\"My.Schema\".\"Or\"\"ders\"").unwrap();
+        assert_eq!(t.schema.as_deref(), Some("My.Schema"));
+        assert_eq!(t.name, "Or\"ders");
+        assert_eq!(t.quoted(), "\"My.Schema\".\"Or\"\"ders\"");
+        assert!(TableName::parse("a.b.c").is_err());
+        assert!(TableName::parse("a.").is_err());
+        assert!(TableName::parse("\"a").is_err());
+    }
+}

@@ -1,0 +1,414 @@
+//! `mode = "cursor"`: reads a table or view in the order of a monotonic
+//! column with the primary key as tie-break, a page at a time, and keeps
+//! the last row's (cursor, key) as the stream's cursor. A page is one
+//! keyset query, so each costs an index range scan however far the
+//! stream has come.
+//!
+//! Rows are rendered by PostgreSQL itself (`row_to_json`), so every type
+//! arrives as its own JSON form; `numeric` is read as text, since a JSON
+//! number would lose its digits. Each chunk starts with a schema
+//! instruction that declares every column's type as the catalog spells it
+//! (the key columns marked), so every batch describes itself: a
+//! destination added later, or a replayed dead letter, creates the same
+//! table the first batch did.
+
+use abrq_core::{Item, Record};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use sqlx::postgres::PgConnection;
+use sqlx::Connection;
+
+use super::config::{quote, PostgresSettings};
+use crate::chunk::{Chunk, Limits};
+use crate::file::SourceError;
+
+/// Where the stream stands: the last staged row's cursor column and
+/// tie-break key, as PostgreSQL's text forms.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct Position {
+    #[serde(rename = "c")]
+    cursor: String,
+    #[serde(rename = "k")]
+    key: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+struct Column {
+    name: String,
+    /// `format_type` of the column: what a cast and a destination take.
+    ty: String,
+    /// Read as text: its JSON number would lose digits.
+    as_text: bool,
+}
+
+/// The relation's columns as last read, and the page query built on them.
+#[derive(Debug, Clone)]
+struct Shape {
+    columns: Vec<Column>,
+    /// The tie-break: key columns other than the cursor, in key order.
+    key: Vec<String>,
+    /// Every key column, the cursor among them where it is one.
+    key_all: Vec<String>,
+    first_page: String,
+    next_page: String,
+    schema: Map<String, Value>,
+}
+
+pub struct PgCursorSource {
+    settings: PostgresSettings,
+    conn: Option<PgConnection>,
+    position: Option<Position>,
+    shape: Option<Shape>,
+}
+
+impl PgCursorSource {
+    pub fn new(settings: PostgresSettings, cursor: Option<&str>) -> Result<Self, SourceError> {
+        let position = match cursor {
+            None => None,
+            Some(c) => Some(serde_json::from_str(c).map_err(|e| SourceError::Database {
+                at: settings.describe(),
+                message: format!("the stored cursor {c:?} is not this source's: {e}"),
+            })?),
+        };
+        Ok(PgCursorSource {
+            settings,
+            conn: None,
+            position,
+            shape: None,
+        })
+    }
+
+    fn fail(&self, what: &str, e: impl std::fmt::Display) -> SourceError {
+        SourceError::Database {
+            at: self.settings.describe(),
+            message: format!("{what}: {e}"),
+        }
+    }
+
+    async fn connect(&mut self) -> Result<(), SourceError> {
+        if self.conn.is_none() {
+            let conn = PgConnection::connect_with(&self.settings.connect_options())
+                .await
+                .map_err(|e| self.fail("cannot connect", e))?;
+            self.conn = Some(conn);
+        }
+        Ok(())
+    }
+
+    /// For `abrq check`: connects, reads the table's columns and key, and
+    /// says how the table will be read.
+    pub async fn check(&mut self) -> Result<String, SourceError> {
+        self.connect().await?;
+        self.refresh_shape().await?;
+        let shape = self.shape.as_ref().expect("shape read above");
+        Ok(format!(
+            "{} columns, read in order of {} then ({}); {}",
+            shape.columns.len(),
+            self.settings.cursor,
+            shape.key_all.join(", "),
+            match &self.position {
+                Some(p) => format!("resumes after {} = {}", self.settings.cursor, p.cursor),
+                None => "starts at the first row".into(),
+            }
+        ))
+    }
+
+    /// Reads the next page of at most `limits` rows after the cursor.
+    pub async fn read_chunk(&mut self, limits: Limits) -> Result<Chunk, SourceError> {
+        self.connect().await?;
+        let result = self.read_page(limits).await;
+        if result.is_err() {
+            // a broken connection is made again on the next read
+            self.conn = None;
+        }
+        result
+    }
+
+    async fn read_page(&mut self, limits: Limits) -> Result<Chunk, SourceError> {
+        self.refresh_shape().await?;
+        let shape = self.shape.clone().expect("shape read above");
+        let want = limits.max_records.max(1);
+        let conn = self.conn.as_mut().expect("connected above");
+        let rows: Vec<(String,)> = match &self.position {
+            None => {
+                sqlx::query_as(&shape.first_page)
+                    .bind(want as i64)
+                    .fetch_all(&mut *conn)
+                    .await
+            }
+            Some(p) => {
+                let mut q = sqlx::query_as(&shape.next_page).bind(&p.cursor);
+                for k in &p.key {
+                    q = q.bind(k);
+                }
+                q.bind(want as i64).fetch_all(&mut *conn).await
+            }
+        }
+        .map_err(|e| self.fail("cannot read a page", e))?;
+        let at_end = (rows.len() as u64) < want;
+        let mut chunk = Chunk {
+            at_end,
+            ..Chunk::default()
+        };
+        let mut last = None;
+        for (i, (text,)) in rows.iter().enumerate() {
+            let fields: Map<String, Value> =
+                serde_json::from_str(text).map_err(|e| self.fail("a row is not JSON", e))?;
+            last = Some(self.position_of(&shape, &fields)?);
+            chunk.bytes += text.len() as u64;
+            chunk.records += 1;
+            chunk.items.push(Item::Record(Record::insert(fields)));
+            if chunk.bytes >= limits.max_bytes && i + 1 < rows.len() {
+                chunk.at_end = false;
+                break;
+            }
+        }
+        if let Some(p) = last {
+            chunk.items.insert(
+                0,
+                Item::Schema {
+                    columns: shape.schema.clone(),
+                },
+            );
+            chunk.cursor = Some(serde_json::to_string(&p).expect("a position serializes"));
+            self.position = Some(p);
+        }
+        Ok(chunk)
+    }
+
+    fn position_of(
+        &self,
+        shape: &Shape,
+        row: &Map<String, Value>,
+    ) -> Result<Position, SourceError> {
+        let text = |col: &str| -> Result<String, SourceError> {
+            match row.get(col) {
+                Some(Value::String(s)) => Ok(s.clone()),
+                Some(Value::Null) | None => Err(self.fail(
+                    "cannot keep the cursor",
+                    format!("column {col:?} is null in a row; the cursor and primary_key columns must not be null"),
+                )),
+                Some(v) => Ok(v.to_string()),
+            }
+        };
+        Ok(Position {
+            cursor: text(&self.settings.cursor)?,
+            key: shape
+                .key
+                .iter()
+                .map(|k| text(k))
+                .collect::<Result<_, _>>()?,
+        })
+    }
+
+    /// Reads the relation's columns and key; rebuilds the queries when
+    /// they changed (a column added or its type changed).
+    async fn refresh_shape(&mut self) -> Result<(), SourceError> {
+        let rel = self.settings.table.quoted();
+        let conn = self.conn.as_mut().expect("connected");
+        let cols: Vec<(String, String, String)> = sqlx::query_as(
+            "SELECT a.attname::text, format_type(a.atttypid, a.atttypmod), t.typname::text \
+             FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid \
+             WHERE a.attrelid = CAST($1::text AS regclass) AND a.attnum > 0 AND NOT a.attisdropped \
+             ORDER BY a.attnum",
+        )
+        .bind(&rel)
+        .fetch_all(&mut *conn)
+        .await
+        .map_err(|e| self.fail("cannot read the table's columns", e))?;
+        let columns: Vec<Column> = cols
+            .into_iter()
+            .map(|(name, ty, base)| Column {
+                name,
+                ty,
+                as_text: base == "numeric",
+            })
+            .collect();
+        if self.shape.as_ref().is_some_and(|s| s.columns == columns) {
+            return Ok(());
+        }
+        let conn = self.conn.as_mut().expect("connected");
+        let catalog_key: Vec<(String,)> = sqlx::query_as(
+            "SELECT a.attname::text FROM pg_index i \
+             CROSS JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS k(attnum, ord) \
+             JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum \
+             WHERE i.indrelid = CAST($1::text AS regclass) AND i.indisprimary ORDER BY k.ord",
+        )
+        .bind(&rel)
+        .fetch_all(&mut *conn)
+        .await
+        .map_err(|e| self.fail("cannot read the table's primary key", e))?;
+        let shape = build_shape(
+            &self.settings,
+            columns,
+            catalog_key.into_iter().map(|k| k.0).collect(),
+        )
+        .map_err(|e| self.fail("cannot read this table by cursor", e))?;
+        if let Some(old) = &self.shape {
+            tracing::info!(table = %self.settings.table, before = old.columns.len(), after = shape.columns.len(), "source table's columns changed");
+        }
+        self.shape = Some(shape);
+        Ok(())
+    }
+}
+
+/// The page queries and the schema instruction for `columns`.
+fn build_shape(
+    s: &PostgresSettings,
+    columns: Vec<Column>,
+    catalog_key: Vec<String>,
+) -> Result<Shape, String> {
+    if columns.is_empty() {
+        return Err(format!("{} has no columns", s.table));
+    }
+    let find = |name: &str| columns.iter().find(|c| c.name == name);
+    let cursor = find(&s.cursor).ok_or_else(|| {
+        format!(
+            "cursor column {:?} is not a column of {}",
+            s.cursor, s.table
+        )
+    })?;
+    let key_all = if s.primary_key.is_empty() {
+        catalog_key
+    } else {
+        s.primary_key.clone()
+    };
+    if key_all.is_empty() {
+        return Err(format!(
+            "{} has no primary key to break ties between rows with the same {:?}; set primary_key = [...] to unique columns",
+            s.table, s.cursor
+        ));
+    }
+    let mut key_cols = Vec::new();
+    for k in key_all.iter().filter(|k| **k != s.cursor) {
+        key_cols.push(
+            find(k).ok_or_else(|| {
+                format!("primary_key column {k:?} is not a column of {}", s.table)
+            })?,
+        );
+    }
+    let rel = s.table.quoted();
+    let select: Vec<String> = columns
+        .iter()
+        .map(|c| match c.as_text {
+            true => format!("r.{q}::text AS {q}", q = quote(&c.name)),
+            false => format!("r.{}", quote(&c.name)),
+        })
+        .collect();
+    let order: Vec<String> = std::iter::once(cursor)
+        .chain(key_cols.iter().copied())
+        .map(|c| format!("r.{}", quote(&c.name)))
+        .collect();
+    let bounds: Vec<String> = std::iter::once(cursor)
+        .chain(key_cols.iter().copied())
+        .enumerate()
+        .map(|(i, c)| format!("CAST(${}::text AS {})", i + 1, c.ty))
+        .collect();
+    let head = format!(
+        "SELECT row_to_json(t)::text FROM {rel} AS r CROSS JOIN LATERAL (SELECT {}) AS t \
+         WHERE r.{} IS NOT NULL",
+        select.join(", "),
+        quote(&cursor.name)
+    );
+    let order = order.join(", ");
+    let first_page = format!("{head} ORDER BY {order} LIMIT $1");
+    let next_page = format!(
+        "{head} AND ({order}) > ({}) ORDER BY {order} LIMIT ${}",
+        bounds.join(", "),
+        bounds.len() + 1
+    );
+    let schema = columns
+        .iter()
+        .map(|c| {
+            let ty = match key_all.contains(&c.name) {
+                true => serde_json::json!({ "type": c.ty, "primary_key": true }),
+                false => Value::String(c.ty.clone()),
+            };
+            (c.name.clone(), ty)
+        })
+        .collect();
+    Ok(Shape {
+        key: key_cols.iter().map(|c| c.name.clone()).collect(),
+        key_all,
+        columns,
+        first_page,
+        next_page,
+        schema,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::postgres::config::{Mode, TableName};
+
+    fn settings(cursor: &str, key: &[&str]) -> PostgresSettings {
+        PostgresSettings {
+            host: "127.0.0.1".into(),
+            port: 5432,
+            database: None,
+            username: None,
+            password: None,
+            mode: Mode::Cursor,
+            table: TableName::parse("app.orders").unwrap(),
+            cursor: cursor.into(),
+            primary_key: key.iter().map(|k| k.to_string()).collect(),
+            poll_interval: std::time::Duration::from_secs(1),
+            tls: false,
+            tls_ca_file: None,
+        }
+    }
+
+    fn col(name: &str, ty: &str) -> Column {
+        Column {
+            name: name.into(),
+            ty: ty.into(),
+            as_text: ty.starts_with("numeric"),
+        }
+    }
+
+    #[test]
+    fn pages_follow_cursor_then_key() {
+        let cols = vec![
+            col("id", "bigint"),
+            col("updated_at", "timestamp with time zone"),
+            col("total", "numeric(10,2)"),
+        ];
+        let s = build_shape(&settings("updated_at", &[]), cols, vec!["id".into()]).unwrap();
+        assert_eq!(s.key, vec!["id"]);
+        assert!(s
+            .first_page
+            .contains("ORDER BY r.\"updated_at\", r.\"id\" LIMIT $1"));
+        assert!(s.next_page.contains(
+            "(r.\"updated_at\", r.\"id\") > (CAST($1::text AS timestamp with time zone), CAST($2::text AS bigint))"
+        ), "{}", s.next_page);
+        assert!(s.next_page.ends_with("LIMIT $3"));
+        assert!(s.first_page.contains("r.\"total\"::text AS \"total\""));
+        assert_eq!(s.schema["id"]["primary_key"], true);
+        assert_eq!(s.schema["total"], "numeric(10,2)");
+    }
+
+    #[test]
+    fn cursor_that_is_the_key_needs_no_tie_break() {
+        let cols = vec![col("id", "bigint"), col("name", "text")];
+        let s = build_shape(&settings("id", &[]), cols, vec!["id".into()]).unwrap();
+        assert!(s.key.is_empty());
+        assert!(s
+            .next_page
+            .contains("(r.\"id\") > (CAST($1::text AS bigint)) ORDER BY r.\"id\" LIMIT $2"));
+    }
+
+    #[test]
+    fn missing_columns_and_keys_are_named() {
+        let cols = vec![col("id", "bigint")];
+        let e = build_shape(&settings("ts", &[]), cols.clone(), vec!["id".into()]).unwrap_err();
+        assert!(e.contains("cursor column \"ts\""), "{e}");
+        let e = build_shape(&settings("id", &[]), cols.clone(), vec![]).unwrap_err();
+        assert!(
+            e.contains("no primary key") && e.contains("primary_key"),
+            "{e}"
+        );
+        let e = build_shape(&settings("id", &["nope"]), cols, vec![]).unwrap_err();
+        assert!(e.contains("\"nope\""), "{e}");
+    }
+}
