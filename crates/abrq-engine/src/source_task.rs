@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use abrq_core::config::{SourceConfig, SourceEngine};
-use abrq_sources::postgres::{PgCursorSource, PostgresSettings};
+use abrq_sources::postgres::{Mode, PgCdcSource, PgCursorSource, PostgresSettings};
 use abrq_sources::{Chunk, FileSource, GenerateSource, Limits, ReadChunk, SourceError};
 use abrq_state::NewBatch;
 
@@ -51,9 +51,20 @@ pub async fn run(stream: Arc<StreamShared>, cfg: SourceConfig) -> Result<(), Sou
         }
         SourceEngine::Postgres => {
             let settings = PostgresSettings::from_config(&cfg).map_err(SourceError::Config)?;
-            let (how, what) = (Pace::forever(settings.poll_interval), settings.describe());
-            let src = PgCursorSource::new(settings, cursor.as_deref())?;
-            pump(stream, src, how, what).await
+            let what = settings.describe();
+            match settings.mode {
+                Mode::Cursor => {
+                    let how = Pace::forever(settings.poll_interval);
+                    let src = PgCursorSource::new(settings, cursor.as_deref())?;
+                    pump(stream, src, how, what).await
+                }
+                Mode::Cdc => {
+                    // a read waits for changes itself: no nap after it
+                    let how = Pace::forever(Duration::from_millis(1));
+                    let src = PgCdcSource::new(settings, &stream.name, cursor.as_deref())?;
+                    pump(stream, src, how, what).await
+                }
+            }
         }
         SourceEngine::Http | SourceEngine::Mysql => Ok(()),
     }
@@ -65,6 +76,10 @@ trait Reader: Send {
         &mut self,
         limits: Limits,
     ) -> impl Future<Output = Result<Chunk, SourceTaskError>> + Send;
+
+    /// Everything up to `cursor` is staged (a replication source confirms
+    /// its slot now, never before).
+    fn staged(&mut self, _cursor: &str) {}
 }
 
 /// A source read on a blocking thread (files).
@@ -86,6 +101,16 @@ impl<S: ReadChunk> Reader for Blocking<S> {
 impl Reader for PgCursorSource {
     async fn read(&mut self, limits: Limits) -> Result<Chunk, SourceTaskError> {
         Ok(self.read_chunk(limits).await?)
+    }
+}
+
+impl Reader for PgCdcSource {
+    async fn read(&mut self, limits: Limits) -> Result<Chunk, SourceTaskError> {
+        Ok(self.read_chunk(limits).await?)
+    }
+
+    fn staged(&mut self, cursor: &str) {
+        PgCdcSource::staged(self, cursor);
     }
 }
 
@@ -153,9 +178,12 @@ async fn pump<R: Reader>(
             stream
                 .stage_waiting(
                     vec![NewBatch::from_items(&batch.items, batch.bytes)?],
-                    batch.cursor,
+                    batch.cursor.clone(),
                 )
                 .await?;
+            if let Some(c) = &batch.cursor {
+                source.staged(c);
+            }
         }
         if at_end {
             if !follow && pending.is_empty() {

@@ -119,7 +119,12 @@ mod tests {
             "engine = \"file\"\npath = \"orders.ndjson\"",
             "engine = \"postgres\"",
         );
-        assert!(error(&bad).contains("streams.source.table is required for engine \"postgres\""));
+        let e = error(&bad);
+        assert!(
+            e.contains("streams.source.table: table is required for mode = \"cursor\"")
+                && e.contains("engine \"postgres\""),
+            "{e}"
+        );
     }
 
     #[test]

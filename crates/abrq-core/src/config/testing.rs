@@ -50,6 +50,7 @@ name = "b"
 engine = "postgres"
 table = "t"
 password = "src-S3CRET"
+cursor = "id"
 [[streams.destinations]]
 name = "d"
 engine = "local"

@@ -212,7 +212,7 @@ mod tests {
         let text = format!("{ALL_SECRETS}password = \"\"\"\ntail-S3CRET");
         let e = Config::parse(&text, "t.toml").unwrap_err().to_string();
         assert!(!e.contains("S3CRET"), "{e}");
-        assert!(e.contains("line 28,"), "{e}");
+        assert!(e.contains("line 29,"), "{e}");
     }
 
     #[test]

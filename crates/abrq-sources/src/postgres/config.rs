@@ -37,6 +37,8 @@ struct PostgresOptions {
     #[serde(default)]
     primary_key: Vec<Text>,
     poll_interval: Option<Dur>,
+    slot: Option<Text>,
+    publication: Option<Text>,
     #[serde(default)]
     tls: bool,
     tls_ca_file: Option<Text>,
@@ -136,6 +138,34 @@ fn finish(cur: &mut String, quoted: bool, raw: &str) -> Result<String, String> {
     Ok(part)
 }
 
+/// A replication slot name is lower-case letters, digits and underscores
+/// (the server's rule), at most 63 bytes.
+fn bad_slot_name(name: &str) -> Option<String> {
+    let ok = !name.is_empty()
+        && name.len() <= 63
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
+    (!ok).then(|| {
+        format!("{name:?} is not a slot name: lower-case letters, digits and _, at most 63")
+    })
+}
+
+/// The slot or publication name abrq derives for `stream`: `abrq_` and
+/// the stream's name folded to what a slot name may hold.
+pub fn derived_name(stream: &str) -> String {
+    let mut out = String::from("abrq_");
+    for c in stream.chars() {
+        match c {
+            'a'..='z' | '0'..='9' | '_' => out.push(c),
+            'A'..='Z' => out.push(c.to_ascii_lowercase()),
+            _ => out.push('_'),
+        }
+    }
+    out.truncate(63);
+    out
+}
+
 /// Everything a postgres source needs, checked. `Debug` shows the
 /// password as `***`.
 #[derive(Debug, Clone)]
@@ -150,6 +180,10 @@ pub struct PostgresSettings {
     pub cursor: String,
     pub primary_key: Vec<String>,
     pub poll_interval: Duration,
+    /// The replication slot (cdc); None: derived from the stream.
+    pub slot: Option<String>,
+    /// The publication (cdc); None: derived from the stream.
+    pub publication: Option<String>,
     pub tls: bool,
     pub tls_ca_file: Option<PathBuf>,
 }
@@ -166,27 +200,51 @@ impl PostgresSettings {
             let line = cfg.options.line_of(key).unwrap_or(cfg.line);
             format!("line {line}: streams.source.{key}: {why} (engine \"postgres\")")
         };
-        if o.mode == Mode::Cdc {
-            return Err(at(
-                "mode",
-                "mode = \"cdc\" is not in this build yet; use mode = \"cursor\"".into(),
-            ));
-        }
+        let mode_name = match o.mode {
+            Mode::Cursor => "cursor",
+            Mode::Cdc => "cdc",
+        };
         let table = match text(&o.table) {
             Some(t) => TableName::parse(&t).map_err(|e| at("table", e))?,
             None => {
                 return Err(at(
                     "table",
-                    "table is required for mode = \"cursor\"".into(),
+                    format!("table is required for mode = \"{mode_name}\""),
                 ))
             }
         };
-        let cursor = text(&o.cursor).ok_or_else(|| {
-            at(
-                "cursor",
-                "cursor (a monotonic column such as a bigserial id or updated_at) is required for mode = \"cursor\"".into(),
-            )
-        })?;
+        let only = |key: &str, set: bool, mode: &str| match set {
+            true => Err(at(key, format!("applies to mode = \"{mode}\" only"))),
+            false => Ok(()),
+        };
+        let cursor = match o.mode {
+            Mode::Cursor => text(&o.cursor).ok_or_else(|| {
+                at(
+                    "cursor",
+                    "cursor (a monotonic column such as a bigserial id or updated_at) is required for mode = \"cursor\"".into(),
+                )
+            })?,
+            Mode::Cdc => {
+                only("cursor", o.cursor.is_some(), "cursor")?;
+                only("poll_interval", o.poll_interval.is_some(), "cursor")?;
+                only("primary_key", !o.primary_key.is_empty(), "cursor")?;
+                if o.tls || o.tls_ca_file.is_some() {
+                    return Err(at(
+                        "tls",
+                        "TLS for the replication connection is not in this build yet".into(),
+                    ));
+                }
+                String::new()
+            }
+        };
+        if o.mode == Mode::Cursor {
+            only("slot", o.slot.is_some(), "cdc")?;
+            only("publication", o.publication.is_some(), "cdc")?;
+        }
+        let slot = text(&o.slot);
+        if let Some(bad) = slot.as_deref().and_then(bad_slot_name) {
+            return Err(at("slot", bad));
+        }
         let poll_interval = o.poll_interval.map_or(Duration::from_secs(1), |d| d.0);
         if poll_interval.is_zero() {
             return Err(at("poll_interval", "must be more than 0".into()));
@@ -202,6 +260,8 @@ impl PostgresSettings {
             cursor,
             primary_key: o.primary_key.iter().map(|k| k.0.clone()).collect(),
             poll_interval,
+            slot,
+            publication: text(&o.publication),
             tls: o.tls,
             tls_ca_file: text(&o.tls_ca_file).map(PathBuf::from),
         })

@@ -354,6 +354,8 @@ mod tests {
             cursor: cursor.into(),
             primary_key: key.iter().map(|k| k.to_string()).collect(),
             poll_interval: std::time::Duration::from_secs(1),
+            slot: None,
+            publication: None,
             tls: false,
             tls_ca_file: None,
         }

@@ -1,8 +1,11 @@
 //! The `postgres` source: a table or view polled by a monotonic column
-//! (`mode = "cursor"`).
+//! (`mode = "cursor"`), or a table's changes read by logical decoding
+//! (`mode = "cdc"`).
 
+pub mod cdc;
 pub mod config;
 pub mod cursor;
 
+pub use cdc::PgCdcSource;
 pub use config::{Mode, PostgresSettings, TableName};
 pub use cursor::PgCursorSource;

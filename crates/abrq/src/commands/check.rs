@@ -4,8 +4,9 @@
 
 use std::path::Path;
 
+use abrq_core::config::SourceConfig;
 use abrq_core::config::SourceEngine;
-use abrq_sources::postgres::{PgCursorSource, PostgresSettings};
+use abrq_sources::postgres::{Mode, PgCdcSource, PgCursorSource, PostgresSettings};
 
 pub async fn check(config_path: &Path) -> anyhow::Result<()> {
     let config = super::load_config(config_path)?;
@@ -27,13 +28,7 @@ pub async fn check(config_path: &Path) -> anyhow::Result<()> {
         if source.engine == SourceEngine::Postgres {
             let label = format!("{} source (postgres)", s.name);
             let cursor = store.cursor(s.name.as_str()).await.unwrap_or(None);
-            let outcome = match PostgresSettings::from_config(source) {
-                Err(e) => Err(e),
-                Ok(settings) => match PgCursorSource::new(settings, cursor.as_deref()) {
-                    Err(e) => Err(e.to_string()),
-                    Ok(mut src) => src.check().await.map_err(|e| e.to_string()),
-                },
-            };
+            let outcome = check_postgres(s.name.as_str(), source, cursor.as_deref()).await;
             match outcome {
                 Ok(detail) => println!("{label}: ok {detail}"),
                 Err(e) => {
@@ -65,4 +60,25 @@ pub async fn check(config_path: &Path) -> anyhow::Result<()> {
         anyhow::bail!("{failures} source(s) or destination(s) failed the check");
     }
     Ok(())
+}
+
+/// Connects to a postgres source and says how it will read, or every
+/// prerequisite that is missing.
+async fn check_postgres(
+    stream: &str,
+    source: &SourceConfig,
+    cursor: Option<&str>,
+) -> Result<String, String> {
+    let settings = PostgresSettings::from_config(source)?;
+    let outcome = match settings.mode {
+        Mode::Cursor => match PgCursorSource::new(settings, cursor) {
+            Ok(mut src) => src.check().await,
+            Err(e) => Err(e),
+        },
+        Mode::Cdc => match PgCdcSource::new(settings, stream, cursor) {
+            Ok(mut src) => src.check().await,
+            Err(e) => Err(e),
+        },
+    };
+    outcome.map_err(|e| e.to_string())
 }

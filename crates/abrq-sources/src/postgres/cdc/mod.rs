@@ -1,0 +1,611 @@
+//! `mode = "cdc"`: logical decoding with pgoutput over the streaming
+//! replication protocol (pgwire-replication for the connection and its
+//! standby status, pg_walstream's parser for the messages).
+//!
+//! The stream's cursor is where the slot may be confirmed to: the end of
+//! the last source transaction whose changes are all staged, plus how many
+//! changes of the next one are staged already when a transaction spans
+//! batches (`{"lsn": "0/16B3748", "skip": 1000}`). The slot is confirmed
+//! only after the engine reports a cursor staged, so a crash between
+//! reading and staging reads the same changes again, and a restart skips
+//! exactly the changes already staged.
+
+pub mod setup;
+pub mod values;
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use abrq_core::{Item, Op, Record};
+use pg_walstream::{
+    ColumnData, LogicalReplicationMessage as M, LogicalReplicationParser, TupleData,
+};
+use pgwire_replication::{Lsn, ReplicationClient, ReplicationConfig, ReplicationEvent};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use sqlx::postgres::PgConnection;
+use sqlx::Connection;
+
+use super::config::{derived_name, PostgresSettings, TableName};
+use crate::chunk::{Chunk, Limits};
+use crate::file::SourceError;
+
+/// How long a read waits for the first change before it says "nothing
+/// for now", and for the next one once a chunk has begun.
+const FIRST_WAIT: Duration = Duration::from_millis(200);
+const NEXT_WAIT: Duration = Duration::from_millis(5);
+
+/// The stream's cursor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+struct Position {
+    /// End of the last fully staged source transaction.
+    #[serde(with = "lsn_text")]
+    lsn: Lsn,
+    /// Changes of the transaction after it already staged.
+    #[serde(default)]
+    skip: u64,
+}
+
+mod lsn_text {
+    use pgwire_replication::Lsn;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(lsn: &Lsn, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&lsn.to_pg_string())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Lsn, D::Error> {
+        let text = String::deserialize(d)?;
+        Lsn::parse(&text).map_err(serde::de::Error::custom)
+    }
+}
+
+/// A published table as the last Relation message described it.
+#[derive(Debug, Clone)]
+struct Relation {
+    columns: Vec<Column>,
+    /// The schema instruction records of this shape follow.
+    declared: Map<String, Value>,
+}
+
+#[derive(Debug, Clone)]
+struct Column {
+    name: String,
+    oid: u32,
+    key: bool,
+}
+
+/// Where the current source transaction stands.
+#[derive(Debug, Default)]
+struct Txn {
+    open: bool,
+    /// Changes of it seen so far, staged before or not.
+    changes: u64,
+    /// Changes at its start a restart already staged.
+    skip: u64,
+}
+
+pub struct PgCdcSource {
+    settings: PostgresSettings,
+    slot: String,
+    publication: String,
+    /// Where the next batch starts (last staged, or read and not yet staged).
+    position: Position,
+    client: Option<ReplicationClient>,
+    catalog: Option<PgConnection>,
+    parser: LogicalReplicationParser,
+    relations: HashMap<u32, Relation>,
+    txn: Txn,
+    /// Relations declared in the chunk being built.
+    declared_in_chunk: Vec<u32>,
+    /// Commit time (µs since 2000-01-01) of the last transaction read.
+    last_commit_micros: Option<i64>,
+    fresh: bool,
+}
+
+impl PgCdcSource {
+    pub fn new(
+        settings: PostgresSettings,
+        stream: &str,
+        cursor: Option<&str>,
+    ) -> Result<Self, SourceError> {
+        let at = settings.describe();
+        let (position, fresh) = match cursor {
+            None => (
+                Position {
+                    lsn: Lsn::from_u64(0),
+                    skip: 0,
+                },
+                true,
+            ),
+            Some(c) => (
+                serde_json::from_str(c).map_err(|e| SourceError::Database {
+                    at: at.clone(),
+                    message: format!("the stored cursor {c:?} is not this source's: {e}"),
+                })?,
+                false,
+            ),
+        };
+        Ok(PgCdcSource {
+            slot: settings
+                .slot
+                .clone()
+                .unwrap_or_else(|| derived_name(stream)),
+            publication: settings
+                .publication
+                .clone()
+                .unwrap_or_else(|| derived_name(stream)),
+            settings,
+            position,
+            client: None,
+            catalog: None,
+            parser: LogicalReplicationParser::with_protocol_version(1),
+            relations: HashMap::new(),
+            txn: Txn {
+                skip: position.skip,
+                ..Txn::default()
+            },
+            declared_in_chunk: Vec::new(),
+            last_commit_micros: None,
+            fresh,
+        })
+    }
+
+    fn fail(&self, what: &str, e: impl std::fmt::Display) -> SourceError {
+        db_error(&self.settings.describe(), what, e)
+    }
+
+    pub fn slot_name(&self) -> &str {
+        &self.slot
+    }
+
+    /// Commit time of the last transaction read, µs since 2000-01-01.
+    pub fn last_commit_micros(&self) -> Option<i64> {
+        self.last_commit_micros
+    }
+
+    async fn catalog(&mut self) -> Result<&mut PgConnection, SourceError> {
+        if self.catalog.is_none() {
+            let conn = PgConnection::connect_with(&self.settings.connect_options())
+                .await
+                .map_err(|e| self.fail("cannot connect", e))?;
+            self.catalog = Some(conn);
+        }
+        Ok(self.catalog.as_mut().expect("connected above"))
+    }
+
+    /// For `abrq check`: every missing prerequisite, or how it will read.
+    pub async fn check(&mut self) -> Result<String, SourceError> {
+        let table = self.settings.table.clone();
+        let conn = self.catalog().await?;
+        let missing = setup::missing(conn, &table)
+            .await
+            .map_err(|e| self.fail("check", e))?;
+        if !missing.is_empty() {
+            return Err(self.fail("not ready for logical decoding", missing.join("; ")));
+        }
+        let slot = self.slot.clone();
+        let conn = self.catalog().await?;
+        let state = setup::slot(conn, &slot)
+            .await
+            .map_err(|e| self.fail("check", e))?;
+        Ok(match state {
+            setup::Slot::Missing => format!(
+                "logical decoding ready; slot {slot:?} and publication {:?} are created at the first run",
+                self.publication
+            ),
+            setup::Slot::Lost => {
+                return Err(self.fail("check", lost_slot(&slot)));
+            }
+            setup::Slot::Ready { confirmed } => format!(
+                "slot {slot:?} confirmed to {}; publication {:?}",
+                confirmed.unwrap_or_else(|| "-".into()),
+                self.publication
+            ),
+        })
+    }
+
+    /// Makes the publication and slot (on the first run) and starts
+    /// streaming after the staged position.
+    async fn start(&mut self) -> Result<(), SourceError> {
+        let settings = self.settings.clone();
+        let (slot, publication) = (self.slot.clone(), self.publication.clone());
+        let at = settings.describe();
+        let fail = |e: String| db_error(&at, "setup", e);
+        let fresh = self.fresh;
+        let conn = self.catalog().await?;
+        let missing = setup::missing(conn, &settings.table).await.map_err(fail)?;
+        if !missing.is_empty() {
+            return Err(db_error(
+                &at,
+                "not ready for logical decoding",
+                missing.join("; "),
+            ));
+        }
+        let table = setup::resolve_table(conn, &settings.table)
+            .await
+            .map_err(fail)?;
+        setup::ensure_publication(conn, &publication, &table)
+            .await
+            .map_err(fail)?;
+        match setup::slot(conn, &slot).await.map_err(fail)? {
+            setup::Slot::Missing if fresh => {
+                setup::create_slot(conn, &slot).await.map_err(fail)?;
+            }
+            setup::Slot::Missing | setup::Slot::Lost => {
+                return Err(db_error(&at, "replication slot lost", lost_slot(&slot)));
+            }
+            setup::Slot::Ready { .. } => {}
+        }
+        let cfg = ReplicationConfig::new(
+            settings.host.clone(),
+            settings
+                .username
+                .clone()
+                .unwrap_or_else(|| "postgres".into()),
+            settings
+                .password
+                .as_ref()
+                .map(|p| p.expose().to_string())
+                .unwrap_or_default(),
+            settings
+                .database
+                .clone()
+                .unwrap_or_else(|| "postgres".into()),
+            slot.clone(),
+            publication.clone(),
+        )
+        .with_port(settings.port)
+        .with_application_name(format!("abrq {slot}"))
+        .with_start_lsn(self.position.lsn)
+        .with_ack_lsn(self.position.lsn)
+        // confirmations reach the server within this, so the slot
+        // releases WAL soon after a batch is staged
+        .with_status_interval(Duration::from_millis(500));
+        let mut client = ReplicationClient::connect(cfg)
+            .await
+            .map_err(|e| self.fail("cannot start replication", e))?;
+        client
+            .wait_started()
+            .await
+            .map_err(|e| self.fail("cannot start replication", e))?;
+        tracing::info!(%slot, %publication, lsn = %self.position.lsn, skip = self.position.skip, "replication started");
+        // a new session describes every relation again
+        self.parser = LogicalReplicationParser::with_protocol_version(1);
+        self.relations.clear();
+        self.txn = Txn {
+            skip: self.position.skip,
+            ..Txn::default()
+        };
+        self.client = Some(client);
+        Ok(())
+    }
+
+    /// The engine staged everything up to `cursor`: the slot may be
+    /// confirmed to its transaction boundary.
+    pub fn staged(&mut self, cursor: &str) {
+        if let (Some(client), Ok(p)) = (&self.client, serde_json::from_str::<Position>(cursor)) {
+            client.update_applied_lsn(p.lsn);
+        }
+    }
+
+    /// Reads the changes that arrive until `limits` is reached or the
+    /// stream is quiet.
+    pub async fn read_chunk(&mut self, limits: Limits) -> Result<Chunk, SourceError> {
+        if self.client.is_none() {
+            self.start().await?;
+        }
+        let result = self.read(limits).await;
+        if result.is_err() {
+            // the session is made again from the staged position
+            if let Some(mut c) = self.client.take() {
+                c.abort();
+            }
+            self.catalog = None;
+        }
+        result
+    }
+
+    async fn read(&mut self, limits: Limits) -> Result<Chunk, SourceError> {
+        let mut chunk = Chunk::default();
+        self.declared_in_chunk.clear();
+        let mut wait = FIRST_WAIT;
+        loop {
+            let client = self.client.as_mut().expect("started above");
+            let event = match tokio::time::timeout(wait, client.recv()).await {
+                Err(_) => {
+                    chunk.at_end = true;
+                    break;
+                }
+                Ok(Ok(Some(e))) => e,
+                Ok(Ok(None)) => return Err(self.fail("replication", "the server ended the stream")),
+                Ok(Err(e)) => return Err(self.fail("replication", e)),
+            };
+            wait = NEXT_WAIT;
+            match event {
+                ReplicationEvent::Begin { .. } => {
+                    self.txn.open = true;
+                    self.txn.changes = 0;
+                }
+                ReplicationEvent::Commit {
+                    end_lsn,
+                    commit_time_micros,
+                    ..
+                } => {
+                    self.txn = Txn::default();
+                    self.position = Position {
+                        lsn: end_lsn,
+                        skip: 0,
+                    };
+                    self.last_commit_micros = Some(commit_time_micros);
+                    chunk.cursor = Some(self.cursor_text());
+                    if chunk.is_full(limits) {
+                        break;
+                    }
+                }
+                ReplicationEvent::XLogData { data, .. } => {
+                    let message = self
+                        .parser
+                        .parse_wal_message_bytes(data)
+                        .map_err(|e| self.fail("cannot decode a change", e))?
+                        .message;
+                    self.apply(message, &mut chunk).await?;
+                    if chunk.is_full(limits) && self.txn.open {
+                        // a transaction spanning batches: the slot stays at
+                        // its start, the cursor counts what is staged
+                        let mid = Position {
+                            lsn: self.position.lsn,
+                            skip: self.txn.changes,
+                        };
+                        chunk.cursor = Some(serde_json::to_string(&mid).expect("serializes"));
+                        break;
+                    }
+                }
+                ReplicationEvent::KeepAlive { .. }
+                | ReplicationEvent::Message { .. }
+                | ReplicationEvent::StoppedAt { .. } => {}
+            }
+        }
+        if self.txn.open && self.txn.changes > 0 && !chunk.is_empty() {
+            let mid = Position {
+                lsn: self.position.lsn,
+                skip: self.txn.changes,
+            };
+            chunk.cursor = Some(serde_json::to_string(&mid).expect("serializes"));
+        }
+        Ok(chunk)
+    }
+
+    fn cursor_text(&self) -> String {
+        serde_json::to_string(&self.position).expect("a position serializes")
+    }
+
+    /// Adds what one decoded message means to the chunk.
+    async fn apply(&mut self, message: M, chunk: &mut Chunk) -> Result<(), SourceError> {
+        let (relation_id, item) = match message {
+            M::Relation {
+                relation_id,
+                namespace,
+                relation_name,
+                replica_identity,
+                columns,
+            } => {
+                let table = TableName {
+                    schema: Some(namespace.to_string()),
+                    name: relation_name.to_string(),
+                };
+                let oids: Vec<i64> = columns.iter().map(|c| i64::from(c.type_id)).collect();
+                let mods: Vec<i32> = columns.iter().map(|c| c.type_modifier).collect();
+                let types = self.type_names(&oids, &mods).await?;
+                // REPLICA IDENTITY FULL flags every column: the key is the
+                // table's primary key then
+                let key: Vec<String> = match replica_identity {
+                    b'f' => self.primary_key(&table).await?,
+                    _ => columns
+                        .iter()
+                        .filter(|c| c.is_key())
+                        .map(|c| c.name.to_string())
+                        .collect(),
+                };
+                let columns: Vec<Column> = columns
+                    .iter()
+                    .map(|c| Column {
+                        name: c.name.to_string(),
+                        oid: c.type_id,
+                        key: key.iter().any(|k| **k == *c.name),
+                    })
+                    .collect();
+                let declared = columns
+                    .iter()
+                    .zip(types)
+                    .map(|(c, ty)| {
+                        let ty = match c.key {
+                            true => serde_json::json!({ "type": ty, "primary_key": true }),
+                            false => Value::String(ty),
+                        };
+                        (c.name.clone(), ty)
+                    })
+                    .collect();
+                self.relations
+                    .insert(relation_id, Relation { columns, declared });
+                // a changed shape is declared again before its next change
+                self.declared_in_chunk.retain(|r| *r != relation_id);
+                return Ok(());
+            }
+            M::Insert { relation_id, tuple } => {
+                let rel = self.relation(relation_id)?;
+                let fields = row(rel, &tuple, None);
+                (
+                    relation_id,
+                    Item::Record(Record {
+                        op: Op::Insert,
+                        fields,
+                    }),
+                )
+            }
+            M::Update {
+                relation_id,
+                old_tuple,
+                new_tuple,
+                ..
+            } => {
+                let rel = self.relation(relation_id)?;
+                let fields = row(rel, &new_tuple, old_tuple.as_ref());
+                (
+                    relation_id,
+                    Item::Record(Record {
+                        op: Op::Update,
+                        fields,
+                    }),
+                )
+            }
+            M::Delete {
+                relation_id,
+                old_tuple,
+                ..
+            } => {
+                let rel = self.relation(relation_id)?;
+                let fields = key_row(rel, &old_tuple);
+                (
+                    relation_id,
+                    Item::Record(Record {
+                        op: Op::Delete,
+                        fields,
+                    }),
+                )
+            }
+            M::Truncate { relation_ids, .. } => match relation_ids.first() {
+                Some(id) => (*id, Item::Truncate),
+                None => return Ok(()),
+            },
+            _ => return Ok(()),
+        };
+        self.txn.changes += 1;
+        if self.txn.changes <= self.txn.skip {
+            return Ok(()); // staged before the restart
+        }
+        if !self.declared_in_chunk.contains(&relation_id) {
+            if let Some(rel) = self.relations.get(&relation_id) {
+                chunk.items.push(Item::Schema {
+                    columns: rel.declared.clone(),
+                });
+                self.declared_in_chunk.push(relation_id);
+            }
+        }
+        if let Item::Record(r) = &item {
+            chunk.records += 1;
+            chunk.bytes += approx_size(&r.fields);
+        }
+        chunk.items.push(item);
+        Ok(())
+    }
+
+    /// `format_type` of each (type oid, typmod): the names a destination
+    /// creates columns with.
+    async fn type_names(&mut self, oids: &[i64], mods: &[i32]) -> Result<Vec<String>, SourceError> {
+        let conn = self.catalog().await?;
+        let names: Result<Vec<String>, _> = sqlx::query_scalar(
+            "SELECT format_type(u.t::oid, u.m) FROM unnest($1::int8[], $2::int4[]) \
+             WITH ORDINALITY AS u(t, m, o) ORDER BY u.o",
+        )
+        .bind(oids)
+        .bind(mods)
+        .fetch_all(&mut *conn)
+        .await;
+        names.map_err(|e| self.fail("cannot name the column types", e))
+    }
+
+    async fn primary_key(&mut self, table: &TableName) -> Result<Vec<String>, SourceError> {
+        let conn = self.catalog().await?;
+        let key: Result<Vec<String>, _> = sqlx::query_scalar(
+            "SELECT a.attname::text FROM pg_index i \
+             CROSS JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS k(attnum, ord) \
+             JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum \
+             WHERE i.indrelid = to_regclass($1) AND i.indisprimary ORDER BY k.ord",
+        )
+        .bind(table.quoted())
+        .fetch_all(&mut *conn)
+        .await;
+        key.map_err(|e| self.fail("cannot read the primary key", e))
+    }
+
+    fn relation(&self, id: u32) -> Result<&Relation, SourceError> {
+        self.relations.get(&id).ok_or_else(|| {
+            self.fail(
+                "cannot decode a change",
+                format!("relation {id} was not described in this session"),
+            )
+        })
+    }
+}
+
+fn db_error(at: &str, what: &str, e: impl std::fmt::Display) -> SourceError {
+    SourceError::Database {
+        at: at.to_string(),
+        message: format!("{what}: {e}"),
+    }
+}
+
+/// What to say when the slot is gone.
+fn lost_slot(slot: &str) -> String {
+    format!(
+        "replication slot {slot:?} no longer exists or was invalidated (max_slot_wal_keep_size), \
+         so changes after the stream's cursor cannot be read; nothing was skipped silently. \
+         Recovery: re-snapshot the table into a new stream (a new name starts with a new slot)"
+    )
+}
+
+/// A record's fields from a tuple; an unchanged TOAST value comes from
+/// the old tuple when the table sends one (REPLICA IDENTITY FULL), and is
+/// left out otherwise, never written as null.
+fn row(rel: &Relation, tuple: &TupleData, old: Option<&TupleData>) -> Map<String, Value> {
+    let mut out = Map::with_capacity(rel.columns.len());
+    for (i, col) in rel.columns.iter().enumerate() {
+        let Some(cell) = tuple.columns.get(i) else {
+            continue;
+        };
+        let cell = match (cell.is_unchanged(), old.and_then(|o| o.columns.get(i))) {
+            (true, Some(o)) if !o.is_unchanged() => o,
+            (true, _) => continue,
+            (false, _) => cell,
+        };
+        out.insert(col.name.clone(), value(col, cell));
+    }
+    out
+}
+
+/// A delete's fields: the key columns of the old tuple (all of them with
+/// REPLICA IDENTITY FULL).
+fn key_row(rel: &Relation, tuple: &TupleData) -> Map<String, Value> {
+    let mut out = Map::new();
+    for (i, col) in rel.columns.iter().enumerate() {
+        if let Some(cell) = tuple.columns.get(i) {
+            if (col.key || !cell.is_null()) && !cell.is_unchanged() {
+                out.insert(col.name.clone(), value(col, cell));
+            }
+        }
+    }
+    out
+}
+
+fn value(col: &Column, cell: &ColumnData) -> Value {
+    match cell.as_str() {
+        Some(text) if !cell.is_null() => values::to_json(col.oid, &text),
+        _ => Value::Null,
+    }
+}
+
+fn approx_size(fields: &Map<String, Value>) -> u64 {
+    fields
+        .iter()
+        .map(|(k, v)| {
+            k.len() as u64
+                + 4
+                + match v {
+                    Value::String(s) => s.len() as u64 + 2,
+                    other => other.to_string().len() as u64,
+                }
+        })
+        .sum::<u64>()
+        + 2
+}

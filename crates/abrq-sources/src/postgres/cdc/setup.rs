@@ -1,0 +1,180 @@
+//! What logical decoding needs before the first change is read: the
+//! server's `wal_level`, the table, a publication holding it and the
+//! replication slot. abrq creates the publication and the slot; a slot
+//! that is gone after the stream has read from it is a hard error, never
+//! a silent new start (the changes in between would be lost).
+
+use sqlx::postgres::PgConnection;
+
+use super::super::config::{quote, TableName};
+
+/// The table as the catalog names it (schema always set).
+pub async fn resolve_table(
+    conn: &mut PgConnection,
+    table: &TableName,
+) -> Result<TableName, String> {
+    let row: Option<(String, String)> = sqlx::query_as(
+        "SELECT n.nspname::text, c.relname::text FROM pg_class c \
+         JOIN pg_namespace n ON n.oid = c.relnamespace \
+         WHERE c.oid = to_regclass($1)",
+    )
+    .bind(table.quoted())
+    .fetch_optional(&mut *conn)
+    .await
+    .map_err(|e| format!("cannot look up table {table}: {e}"))?;
+    match row {
+        Some((schema, name)) => Ok(TableName {
+            schema: Some(schema),
+            name,
+        }),
+        None => Err(format!("table {table} does not exist")),
+    }
+}
+
+/// Every prerequisite that is missing, each with how to fix it; empty
+/// when logical decoding of `table` can start.
+pub async fn missing(conn: &mut PgConnection, table: &TableName) -> Result<Vec<String>, String> {
+    let mut out = Vec::new();
+    let level: String = sqlx::query_scalar("SELECT current_setting('wal_level')")
+        .fetch_one(&mut *conn)
+        .await
+        .map_err(|e| format!("cannot read wal_level: {e}"))?;
+    if level != "logical" {
+        out.push(format!(
+            "wal_level is {level:?}: set wal_level = logical in postgresql.conf and restart the server"
+        ));
+    }
+    let (replication, superuser): (bool, bool) = sqlx::query_as(
+        "SELECT rolreplication, rolsuper FROM pg_roles WHERE rolname = current_user",
+    )
+    .fetch_one(&mut *conn)
+    .await
+    .map_err(|e| format!("cannot read the role: {e}"))?;
+    if !replication && !superuser {
+        out.push(
+            "the user has no REPLICATION privilege: ALTER ROLE <user> WITH REPLICATION".to_string(),
+        );
+    }
+    match resolve_table(conn, table).await {
+        Err(e) => out.push(e),
+        Ok(t) => {
+            let (identity, has_key): (String, bool) = sqlx::query_as(
+                "SELECT c.relreplident::text, EXISTS (SELECT 1 FROM pg_index i \
+                 WHERE i.indrelid = c.oid AND i.indisprimary) \
+                 FROM pg_class c WHERE c.oid = to_regclass($1)",
+            )
+            .bind(t.quoted())
+            .fetch_one(&mut *conn)
+            .await
+            .map_err(|e| format!("cannot read the replica identity of {t}: {e}"))?;
+            if identity == "n" || (identity == "d" && !has_key) {
+                out.push(format!(
+                    "table {t} has no primary key and REPLICA IDENTITY {}: updates and deletes \
+                     cannot be replicated; add a primary key or ALTER TABLE {} REPLICA IDENTITY FULL",
+                    if identity == "n" { "NOTHING" } else { "DEFAULT" },
+                    t.quoted()
+                ));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Creates the publication for `table` if it is missing, and adds the
+/// table to an existing one that lacks it.
+pub async fn ensure_publication(
+    conn: &mut PgConnection,
+    publication: &str,
+    table: &TableName,
+) -> Result<(), String> {
+    let exists: Option<i32> = sqlx::query_scalar("SELECT 1 FROM pg_publication WHERE pubname = $1")
+        .bind(publication)
+        .fetch_optional(&mut *conn)
+        .await
+        .map_err(|e| format!("cannot read publications: {e}"))?;
+    let sql = match exists {
+        None => format!(
+            "CREATE PUBLICATION {} FOR TABLE {}",
+            quote(publication),
+            table.quoted()
+        ),
+        Some(_) => {
+            let has: Option<i32> = sqlx::query_scalar(
+                "SELECT 1 FROM pg_publication_tables \
+                 WHERE pubname = $1 AND schemaname = $2 AND tablename = $3",
+            )
+            .bind(publication)
+            .bind(table.schema.as_deref().unwrap_or("public"))
+            .bind(&table.name)
+            .fetch_optional(&mut *conn)
+            .await
+            .map_err(|e| format!("cannot read publication {publication:?}: {e}"))?;
+            if has.is_some() {
+                return Ok(());
+            }
+            format!(
+                "ALTER PUBLICATION {} ADD TABLE {}",
+                quote(publication),
+                table.quoted()
+            )
+        }
+    };
+    sqlx::query(&sql).execute(&mut *conn).await.map_err(|e| {
+        format!("cannot create publication {publication:?} (the user must own the table): {e}")
+    })?;
+    tracing::info!(%publication, %table, "publication ready");
+    Ok(())
+}
+
+/// What the server holds for the slot.
+pub enum Slot {
+    Missing,
+    /// Usable; its confirmed position.
+    Ready {
+        confirmed: Option<String>,
+    },
+    /// Invalidated: the WAL it needed was removed.
+    Lost,
+}
+
+pub async fn slot(conn: &mut PgConnection, name: &str) -> Result<Slot, String> {
+    let row: Option<(Option<String>, Option<String>)> = sqlx::query_as(
+        "SELECT confirmed_flush_lsn::text, wal_status FROM pg_replication_slots \
+         WHERE slot_name = $1 AND database = current_database()",
+    )
+    .bind(name)
+    .fetch_optional(&mut *conn)
+    .await
+    .map_err(|e| format!("cannot read replication slots: {e}"))?;
+    Ok(match row {
+        None => Slot::Missing,
+        Some((_, Some(status))) if status == "lost" => Slot::Lost,
+        Some((confirmed, _)) => Slot::Ready { confirmed },
+    })
+}
+
+/// Creates a logical slot with pgoutput; returns its consistent point.
+pub async fn create_slot(conn: &mut PgConnection, name: &str) -> Result<String, String> {
+    let lsn: String = sqlx::query_scalar(
+        "SELECT lsn::text FROM pg_create_logical_replication_slot($1, 'pgoutput')",
+    )
+    .bind(name)
+    .fetch_one(&mut *conn)
+    .await
+    .map_err(|e| format!("cannot create replication slot {name:?}: {e}"))?;
+    tracing::info!(slot = %name, %lsn, "replication slot created");
+    Ok(lsn)
+}
+
+/// Bytes of WAL the slot holds back (`abrq_source_lag_bytes`).
+pub async fn retained_bytes(conn: &mut PgConnection, name: &str) -> Result<Option<i64>, String> {
+    sqlx::query_scalar(
+        "SELECT (pg_current_wal_lsn() - restart_lsn)::int8 FROM pg_replication_slots \
+         WHERE slot_name = $1",
+    )
+    .bind(name)
+    .fetch_optional(&mut *conn)
+    .await
+    .map(Option::flatten)
+    .map_err(|e| format!("cannot read slot {name:?}: {e}"))
+}
