@@ -3,6 +3,7 @@
 //! Its own binary, so the product carries none of the test-service
 //! endpoints, temp-file handling or raw SQLite client the raw loops need.
 
+mod cdc;
 mod file_local;
 mod ftp;
 mod kafka;
@@ -92,6 +93,9 @@ enum BenchCmd {
     /// unnest-INSERT and COPY loops (PostgreSQL) and a raw multi-row
     /// INSERT loop (MySQL) on the same server.
     Relational(relational::RelationalArgs),
+    /// Changes/s through the postgres cdc source into the spool and a
+    /// local destination, against pg_recvlogical on the same WAL.
+    Cdc(cdc::CdcArgs),
     /// Records/s through the kafka destination (200 B and 1 KiB records)
     /// against a raw rdkafka producer with the same settings, same broker.
     Kafka(kafka::KafkaArgs),
@@ -111,6 +115,7 @@ async fn run(cmd: BenchCmd) -> anyhow::Result<()> {
         BenchCmd::Memory { records } => memory::run(records).await,
         BenchCmd::Objects(args) => objects::run(args).await,
         BenchCmd::Relational(args) => relational::run(args).await,
+        BenchCmd::Cdc(args) => cdc::run(args).await,
     }
 }
 

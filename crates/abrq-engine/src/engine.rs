@@ -317,6 +317,7 @@ async fn register_stream(
         spool_freed: Notify::new(),
         source_paused: AtomicBool::new(false),
         source_done,
+        source_progress: std::sync::Mutex::new(None),
         source_health,
         gc_health,
         clock: Clock::new(),

@@ -2,7 +2,8 @@
 //! contract with dashboards: keep them stable.
 
 use prometheus::{
-    Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, Registry, TextEncoder,
+    Encoder, GaugeVec, HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, Registry,
+    TextEncoder,
 };
 
 /// Labels of a (stream, destination) series.
@@ -33,6 +34,8 @@ pub struct Metrics {
     pub ignored_instructions: IntCounterVec,
     pub dropped: IntCounterVec,
     pub loop_restarts: IntCounterVec,
+    pub source_lag_seconds: GaugeVec,
+    pub source_lag_bytes: IntGaugeVec,
 }
 
 fn with(base: &[&'static str], extra: &'static str) -> Vec<&'static str> {
@@ -169,6 +172,25 @@ impl Metrics {
                 "abrq_stream_loop_restarts_total",
                 "Restarts of a supervised task after an error or a panic",
                 &["stream", "destination", "loop"],
+            ),
+            source_lag_seconds: {
+                let g = GaugeVec::new(
+                    Opts::new(
+                        "abrq_source_lag_seconds",
+                        "Database sources: commit time of the last change read vs now (0 when nothing waits)",
+                    ),
+                    S,
+                )
+                .expect("valid metric");
+                registry
+                    .register(Box::new(g.clone()))
+                    .expect("unique metric");
+                g
+            },
+            source_lag_bytes: gauge(
+                "abrq_source_lag_bytes",
+                "Database sources: WAL the replication slot holds back on the server",
+                S,
             ),
             registry,
         }

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use abrq_core::config::{SourceConfig, SourceEngine};
 use abrq_sources::postgres::{Mode, PgCdcSource, PgCursorSource, PostgresSettings};
-use abrq_sources::{Chunk, FileSource, GenerateSource, Limits, ReadChunk, SourceError};
+use abrq_sources::{Chunk, FileSource, GenerateSource, Limits, Progress, ReadChunk, SourceError};
 use abrq_state::NewBatch;
 
 use crate::stream::{StageError, StreamShared};
@@ -80,6 +80,11 @@ trait Reader: Send {
     /// Everything up to `cursor` is staged (a replication source confirms
     /// its slot now, never before).
     fn staged(&mut self, _cursor: &str) {}
+
+    /// Where a database source reads, for status and metrics.
+    fn progress(&self) -> Option<Progress> {
+        None
+    }
 }
 
 /// A source read on a blocking thread (files).
@@ -102,6 +107,10 @@ impl Reader for PgCursorSource {
     async fn read(&mut self, limits: Limits) -> Result<Chunk, SourceTaskError> {
         Ok(self.read_chunk(limits).await?)
     }
+
+    fn progress(&self) -> Option<Progress> {
+        Some(PgCursorSource::progress(self))
+    }
 }
 
 impl Reader for PgCdcSource {
@@ -111,6 +120,10 @@ impl Reader for PgCdcSource {
 
     fn staged(&mut self, cursor: &str) {
         PgCdcSource::staged(self, cursor);
+    }
+
+    fn progress(&self) -> Option<Progress> {
+        Some(PgCdcSource::progress(self))
     }
 }
 
@@ -158,6 +171,9 @@ async fn pump<R: Reader>(
             max_bytes: limits.max_bytes.saturating_sub(pending.bytes).max(1),
         };
         let chunk = source.read(want).await?;
+        if let Some(p) = source.progress() {
+            stream.set_source_progress(p);
+        }
         stream.source_health.progressed();
         let at_end = chunk.at_end;
         if !chunk.is_empty() && first_at.is_none() {

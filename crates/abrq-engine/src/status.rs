@@ -53,6 +53,14 @@ pub struct SourceStatus {
     pub restarts: u64,
     /// The spool GC's failure, if it is failing.
     pub gc_failure: Option<Failure>,
+    /// Database sources: where they read (postgres cdc: slot,
+    /// publication, read and confirmed LSN; cursor: the last row).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub position: Option<serde_json::Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lag_seconds: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lag_bytes: Option<i64>,
 }
 
 /// A destination task's failure, with which task it is.
@@ -151,6 +159,11 @@ impl Engine {
             });
         }
         let failure = s.source_health.failure();
+        let progress = s
+            .source_progress
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
         let paused = s.source_paused.load(std::sync::atomic::Ordering::Relaxed);
         let done = *s.source_done.borrow();
         let state = match (&failure, done, paused) {
@@ -171,6 +184,9 @@ impl Engine {
                 failing_since: failure.as_ref().map(|f| f.since),
                 restarts: s.source_health.restarts(),
                 gc_failure: s.gc_health.failure(),
+                position: progress.as_ref().map(|p| p.position.clone()),
+                lag_seconds: progress.as_ref().and_then(|p| p.lag_seconds),
+                lag_bytes: progress.as_ref().and_then(|p| p.lag_bytes),
             },
             spool,
             destinations,

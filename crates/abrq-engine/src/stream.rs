@@ -1,6 +1,7 @@
 //! What the tasks of one stream share: the store, the staged-seq signal that
 //! wakes drain loops, and the spool accounting behind backpressure.
 
+use abrq_sources::Progress;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -44,6 +45,8 @@ pub struct StreamShared {
     pub source_paused: AtomicBool,
     /// True once a finite source has staged everything it had.
     pub source_done: watch::Sender<bool>,
+    /// Where a database source reads, as it last said.
+    pub source_progress: std::sync::Mutex<Option<Progress>>,
     /// The source task's health: failing while it cannot read or stage.
     pub source_health: LoopHealth,
     pub gc_health: LoopHealth,
@@ -58,6 +61,22 @@ pub struct StreamShared {
 impl StreamShared {
     pub fn last_seq(&self) -> u64 {
         *self.staged.borrow()
+    }
+
+    /// Keeps a database source's progress for status and sets its lag
+    /// gauges.
+    pub fn set_source_progress(&self, p: Progress) {
+        let m = &self.events.metrics;
+        if let Some(s) = p.lag_seconds {
+            m.source_lag_seconds.with_label_values(&[&self.name]).set(s);
+        }
+        if let Some(b) = p.lag_bytes {
+            m.source_lag_bytes.with_label_values(&[&self.name]).set(b);
+        }
+        *self
+            .source_progress
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some(p);
     }
 
     pub fn destination(&self, name: &str) -> Option<&Arc<DestShared>> {

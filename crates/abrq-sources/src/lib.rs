@@ -10,6 +10,7 @@ pub mod generate;
 pub mod http;
 pub mod ingest;
 pub mod postgres;
+pub mod progress;
 
 pub use chunk::{Chunk, Limits};
 pub use config::validate;
@@ -17,6 +18,7 @@ pub use file::{FileSource, SourceError};
 pub use generate::GenerateSource;
 pub use ingest::{for_each_record, parse_body, IngestError};
 pub use postgres::PgCursorSource;
+pub use progress::Progress;
 
 /// A source read in chunks on a blocking thread.
 pub trait ReadChunk: Send + 'static {

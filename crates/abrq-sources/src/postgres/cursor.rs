@@ -21,6 +21,7 @@ use sqlx::Connection;
 use super::config::{quote, PostgresSettings};
 use crate::chunk::{Chunk, Limits};
 use crate::file::SourceError;
+use crate::progress::Progress;
 
 /// Where the stream stands: the last staged row's cursor column and
 /// tie-break key, as PostgreSQL's text forms.
@@ -111,6 +112,19 @@ impl PgCursorSource {
                 None => "starts at the first row".into(),
             }
         ))
+    }
+
+    /// Where the source stands: the table, its order and the last row read.
+    pub fn progress(&self) -> Progress {
+        Progress {
+            position: serde_json::json!({
+                "table": self.settings.table.to_string(),
+                "cursor": self.settings.cursor,
+                "last": self.position.as_ref().map(|p| serde_json::json!({"cursor": p.cursor, "key": p.key})),
+            }),
+            lag_seconds: None,
+            lag_bytes: None,
+        }
     }
 
     /// Reads the next page of at most `limits` rows after the cursor.

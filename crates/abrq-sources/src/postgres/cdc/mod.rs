@@ -29,6 +29,10 @@ use sqlx::Connection;
 use super::config::{derived_name, PostgresSettings, TableName};
 use crate::chunk::{Chunk, Limits};
 use crate::file::SourceError;
+use crate::progress::Progress;
+
+/// How often the slot's retained WAL is measured.
+const LAG_BYTES_EVERY: Duration = Duration::from_secs(5);
 
 /// How long a read waits for the first change before it says "nothing
 /// for now", and for the next one once a chunk has begun.
@@ -100,6 +104,11 @@ pub struct PgCdcSource {
     declared_in_chunk: Vec<u32>,
     /// Commit time (µs since 2000-01-01) of the last transaction read.
     last_commit_micros: Option<i64>,
+    /// Nothing was waiting at the last read.
+    caught_up: bool,
+    /// The position the engine last reported staged.
+    confirmed: Option<Lsn>,
+    lag_bytes: Option<(i64, std::time::Instant)>,
     fresh: bool,
 }
 
@@ -147,6 +156,9 @@ impl PgCdcSource {
             },
             declared_in_chunk: Vec::new(),
             last_commit_micros: None,
+            caught_up: false,
+            confirmed: None,
+            lag_bytes: None,
             fresh,
         })
     }
@@ -159,9 +171,51 @@ impl PgCdcSource {
         &self.slot
     }
 
-    /// Commit time of the last transaction read, µs since 2000-01-01.
-    pub fn last_commit_micros(&self) -> Option<i64> {
-        self.last_commit_micros
+    /// Where the source stands and how far behind the server it is.
+    pub fn progress(&self) -> Progress {
+        // µs between the Unix epoch and PostgreSQL's (2000-01-01)
+        const PG_EPOCH_MICROS: i64 = 946_684_800_000_000;
+        let lag_seconds = match (self.caught_up, self.last_commit_micros) {
+            (true, _) => Some(0.0),
+            (false, Some(at)) => {
+                let now = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_micros() as i64);
+                Some(((now - PG_EPOCH_MICROS - at).max(0)) as f64 / 1e6)
+            }
+            (false, None) => None,
+        };
+        Progress {
+            position: serde_json::json!({
+                "slot": self.slot,
+                "publication": self.publication,
+                "table": self.settings.table.to_string(),
+                "read_lsn": self.position.lsn.to_pg_string(),
+                "confirmed_lsn": self.confirmed.map(|l| l.to_pg_string()),
+            }),
+            lag_seconds,
+            lag_bytes: self.lag_bytes.map(|(b, _)| b),
+        }
+    }
+
+    /// Measures the slot's retained WAL now and then (one catalog query).
+    async fn measure_lag_bytes(&mut self) {
+        if self
+            .lag_bytes
+            .is_some_and(|(_, at)| at.elapsed() < LAG_BYTES_EVERY)
+        {
+            return;
+        }
+        let slot = self.slot.clone();
+        let Ok(conn) = self.catalog().await else {
+            return;
+        };
+        match setup::retained_bytes(conn, &slot).await {
+            Ok(Some(b)) => self.lag_bytes = Some((b, std::time::Instant::now())),
+            Ok(None) => {}
+            // status keeps the last figure; the stream itself shows errors
+            Err(e) => tracing::debug!(error = %e, "cannot measure the slot's WAL"),
+        }
     }
 
     async fn catalog(&mut self) -> Result<&mut PgConnection, SourceError> {
@@ -286,6 +340,7 @@ impl PgCdcSource {
     pub fn staged(&mut self, cursor: &str) {
         if let (Some(client), Ok(p)) = (&self.client, serde_json::from_str::<Position>(cursor)) {
             client.update_applied_lsn(p.lsn);
+            self.confirmed = Some(p.lsn);
         }
     }
 
@@ -366,6 +421,8 @@ impl PgCdcSource {
                 | ReplicationEvent::StoppedAt { .. } => {}
             }
         }
+        self.caught_up = chunk.at_end && chunk.is_empty() && !self.txn.open;
+        self.measure_lag_bytes().await;
         if self.txn.open && self.txn.changes > 0 && !chunk.is_empty() {
             let mid = Position {
                 lsn: self.position.lsn,

@@ -1,0 +1,223 @@
+//! What the `postgres` cdc source says when it cannot work, through the
+//! binary:
+//!
+//! - `abrq check` against a server without `wal_level = logical` and a
+//!   table without a primary key names both prerequisites and their fix;
+//! - a slot dropped while abrq was stopped is a hard, named error: the
+//!   source is `failing` in status with the slot's name, `/readyz` says so,
+//!   and no change after the cursor is read from a new slot silently.
+//!   While it ran, status showed the slot and its confirmed position.
+
+mod common;
+
+use abrq_sinks::relational::sqlx::{self, PgPool};
+use common::*;
+use rand::Rng;
+
+fn cdc_url() -> String {
+    std::env::var("ABRQ_TEST_PGCDC_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5442/test".into())
+}
+
+fn conn(url: &str) -> String {
+    let u = reqwest::Url::parse(url).expect("url");
+    format!(
+        "host = \"{}\"\nport = {}\ndatabase = \"{}\"\nusername = \"{}\"",
+        u.host_str().unwrap_or("127.0.0.1"),
+        u.port().unwrap_or(5432),
+        u.path().trim_start_matches('/'),
+        u.username()
+    )
+}
+
+fn config(abrq: &Abrq, url: &str, table: &str, slot: &str) -> String {
+    format!(
+        r#"
+data_dir = "{data}"
+[server]
+listen = "{listen}"
+
+[[streams]]
+name = "t"
+[streams.source]
+engine = "postgres"
+mode = "cdc"
+{conn}
+table = "{table}"
+slot = "{slot}"
+publication = "{slot}"
+[streams.batch]
+max_wait = "50ms"
+
+[[streams.destinations]]
+name = "out"
+engine = "local"
+database = "{out}"
+"#,
+        data = abrq.p("data"),
+        listen = abrq.listen(),
+        conn = conn(url),
+        out = abrq.p("out"),
+    )
+}
+
+fn tag() -> String {
+    let n: u64 = rand::rng().random();
+    format!("{:010x}", n & 0xff_ffff_ffff)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn check_names_every_missing_prerequisite() {
+    // the machine's own server runs with wal_level = replica
+    let url = abrq_testkit::Postgres::from_env().url;
+    let pool = PgPool::connect(&url).await.expect("postgres");
+    let schema = format!("cdc_check_{}", tag());
+    sqlx::query(&format!("CREATE SCHEMA \"{schema}\""))
+        .execute(&pool)
+        .await
+        .unwrap();
+    sqlx::query(&format!("CREATE TABLE \"{schema}\".nokey (a int, b text)"))
+        .execute(&pool)
+        .await
+        .unwrap();
+    let abrq = Abrq::new();
+    abrq.write_config(&config(
+        &abrq,
+        &url,
+        &format!("{schema}.nokey"),
+        "abrq_check_never",
+    ));
+    let path = abrq.config_path().display().to_string();
+    let (status, out, err) = abrq.cli(&["check", "-c", &path]).await;
+    assert!(!status.success(), "{out}{err}");
+    assert!(
+        out.contains("t source (postgres): FAILED")
+            && out.contains("wal_level is \"replica\": set wal_level = logical")
+            && out.contains("has no primary key and REPLICA IDENTITY DEFAULT")
+            && out.contains("REPLICA IDENTITY FULL"),
+        "{out}"
+    );
+    sqlx::query(&format!("DROP SCHEMA \"{schema}\" CASCADE"))
+        .execute(&pool)
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_lost_slot_is_a_named_failure_never_a_silent_restart() {
+    let src = PgPool::connect(&cdc_url()).await.expect("the cdc cluster");
+    let t = tag();
+    let (schema, slot) = (format!("cdc_lost_{t}"), format!("abrq_lost_{t}"));
+    sqlx::query(&format!("CREATE SCHEMA \"{schema}\""))
+        .execute(&src)
+        .await
+        .unwrap();
+    let table = format!("\"{schema}\".items");
+    sqlx::query(&format!(
+        "CREATE TABLE {table} (id int PRIMARY KEY, name text)"
+    ))
+    .execute(&src)
+    .await
+    .unwrap();
+    let mut abrq = Abrq::new();
+    abrq.write_config(&config(
+        &abrq,
+        &cdc_url(),
+        &format!("{schema}.items"),
+        &slot,
+    ));
+    abrq.start().await;
+    wait_until(LONG, "the slot exists", async || {
+        sqlx::query("SELECT 1 FROM pg_replication_slots WHERE slot_name = $1")
+            .bind(&slot)
+            .fetch_optional(&src)
+            .await
+            .unwrap()
+            .is_some()
+    })
+    .await;
+    sqlx::query(&format!(
+        "INSERT INTO {table} SELECT g, 'n' || g FROM generate_series(1, 10) AS g"
+    ))
+    .execute(&src)
+    .await
+    .unwrap();
+    let st = abrq
+        .wait_status("t", "the inserts delivered and the slot confirmed", |st| {
+            u(&dest_of(st, "out")["delivered_records"]) == 10
+                && st["source"]["position"]["confirmed_lsn"].is_string()
+        })
+        .await;
+    assert_eq!(st["source"]["position"]["slot"], slot.as_str(), "{st}");
+    let staged = u(&st["spool"]["last_seq"]);
+    assert!(
+        abrq.metrics().await.has("abrq_source_lag_seconds"),
+        "lag metric exported"
+    );
+
+    abrq.kill();
+    wait_until(LONG, "the slot is released", async || {
+        sqlx::query("SELECT 1 FROM pg_replication_slots WHERE slot_name = $1 AND active")
+            .bind(&slot)
+            .fetch_optional(&src)
+            .await
+            .unwrap()
+            .is_none()
+    })
+    .await;
+    sqlx::query("SELECT pg_drop_replication_slot($1)")
+        .bind(&slot)
+        .execute(&src)
+        .await
+        .unwrap();
+    sqlx::query(&format!("INSERT INTO {table} VALUES (11, 'after')"))
+        .execute(&src)
+        .await
+        .unwrap();
+
+    // not `start`: /readyz is not meant to answer 200 now
+    let config = abrq.config_path().display().to_string();
+    abrq.spawn(&["run", "--config", &config]);
+    let healthz = format!("{}/healthz", abrq.base());
+    wait_until(LONG, "abrq to answer /healthz", async || {
+        abrq.assert_alive();
+        matches!(abrq.http.get(&healthz).send().await, Ok(r) if r.status().is_success())
+    })
+    .await;
+    let st = abrq
+        .wait_status("t", "the source failing on the lost slot", |st| {
+            st["source"]["state"] == "failing"
+        })
+        .await;
+    let error = st["source"]["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains(&format!("replication slot \"{slot}\" no longer exists"))
+            && error.contains("Recovery"),
+        "{st}"
+    );
+    let (code, body) = abrq.call(reqwest::Method::GET, "/readyz", None, &[]).await;
+    assert_eq!(code, 503, "{body}");
+    // no new slot was made behind the operator's back
+    let again: Option<i32> =
+        sqlx::query_scalar("SELECT 1 FROM pg_replication_slots WHERE slot_name = $1")
+            .bind(&slot)
+            .fetch_optional(&src)
+            .await
+            .unwrap();
+    assert!(again.is_none(), "a slot was created again");
+    let st = abrq.status("t").await;
+    assert_eq!(
+        u(&st["spool"]["last_seq"]),
+        staged,
+        "nothing staged since: {st}"
+    );
+    abrq.kill();
+    sqlx::query(&format!("DROP PUBLICATION \"{slot}\""))
+        .execute(&src)
+        .await
+        .unwrap();
+    sqlx::query(&format!("DROP SCHEMA \"{schema}\" CASCADE"))
+        .execute(&src)
+        .await
+        .unwrap();
+}
