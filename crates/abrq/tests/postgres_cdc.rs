@@ -1,5 +1,6 @@
 //! The `postgres` source in `mode = "cdc"`, through the binary, against
-//! the logical-decoding cluster `scripts/services.sh` starts (pgcdc): a
+//! the logical-decoding cluster `scripts/services.sh` starts (pgcdc): the
+//! rows from before the slot are copied from the slot's snapshot while a
 //! writer commits multi-row transactions of inserts, updates and deletes,
 //! one transaction larger than several batches, a TRUNCATE and an ADD
 //! COLUMN, while abrq is SIGKILLed and restarted at random moments.
@@ -22,6 +23,7 @@ use serde_json::Value;
 
 const STREAM: &str = "items";
 const KILLS: usize = 6;
+const BEFORE: i64 = 2_000;
 
 fn cdc_url() -> String {
     std::env::var("ABRQ_TEST_PGCDC_URL")
@@ -139,6 +141,14 @@ async fn table_changes_reach_every_destination_once_in_order_through_kills() {
     .execute(&src)
     .await
     .unwrap();
+    // rows from before the slot: the snapshot copies them
+    sqlx::query(&format!(
+        "INSERT INTO \"{schema}\".items (version, name, amount, body)
+         SELECT 1, 'old' || g, g, NULL FROM generate_series(1, {BEFORE}) AS g"
+    ))
+    .execute(&src)
+    .await
+    .unwrap();
     sqlx::query(&format!("CREATE SCHEMA \"{dst_schema}\""))
         .execute(&dst)
         .await
@@ -213,12 +223,22 @@ manifest = true
     })
     .await;
 
+    // the copy is read from the slot's own snapshot while the writer
+    // runs; the kills below come once it is staged (a copy cut short goes
+    // on at a later state: postgres_cdc_snapshot.rs)
     let mut w = Writer {
         src: src.clone(),
         schema: schema.clone(),
-        expected: BTreeMap::new(),
+        expected: (1..=BEFORE)
+            .map(|id| (id, vec![("insert".into(), 1)]))
+            .collect(),
         extra: false,
     };
+    w.transaction(20, 10, 2).await;
+    abrq.wait_status(STREAM, "the snapshot copied", |st| {
+        st["source"]["position"]["snapshot"]["state"] == "done"
+    })
+    .await;
     w.transaction(300, 0, 0).await;
     // emptied at its position: the replica loses these rows, the history
     // keeps them

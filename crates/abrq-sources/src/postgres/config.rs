@@ -1,9 +1,11 @@
 //! The `postgres` source's keys, checked without I/O. Connection fields:
 //! `host` the server (127.0.0.1), `port` (5432), `database`, `username`,
-//! `password`. Own keys: `mode` (`cursor`), `table` (`name` or
-//! `schema.name`), `cursor` (the monotonic column), `primary_key` (the
-//! tie-break, for a view or a table without one), `poll_interval` (1s),
-//! `tls`, `tls_ca_file`.
+//! `password`. Own keys: `mode` (`cursor` or `cdc`), `table` (`name` or
+//! `schema.name`); for `cursor`: `cursor` (the monotonic column),
+//! `primary_key` (the tie-break, for a view or a table without one),
+//! `poll_interval` (1s); for `cdc`: `slot` and `publication` (default
+//! `abrq_{stream}`), `snapshot` (`initial` or `never`); `tls`,
+//! `tls_ca_file`.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -20,6 +22,17 @@ pub enum Mode {
     Cursor,
     /// Logical decoding through a replication slot.
     Cdc,
+}
+
+/// What a cdc stream does with the rows a table holds before its slot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Snapshot {
+    /// Copy them first, in key order, then stream from the slot's start.
+    #[default]
+    Initial,
+    /// Only changes from the slot's creation on.
+    Never,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -39,6 +52,7 @@ struct PostgresOptions {
     poll_interval: Option<Dur>,
     slot: Option<Text>,
     publication: Option<Text>,
+    snapshot: Option<Snapshot>,
     #[serde(default)]
     tls: bool,
     tls_ca_file: Option<Text>,
@@ -184,6 +198,7 @@ pub struct PostgresSettings {
     pub slot: Option<String>,
     /// The publication (cdc); None: derived from the stream.
     pub publication: Option<String>,
+    pub snapshot: Snapshot,
     pub tls: bool,
     pub tls_ca_file: Option<PathBuf>,
 }
@@ -240,6 +255,7 @@ impl PostgresSettings {
         if o.mode == Mode::Cursor {
             only("slot", o.slot.is_some(), "cdc")?;
             only("publication", o.publication.is_some(), "cdc")?;
+            only("snapshot", o.snapshot.is_some(), "cdc")?;
         }
         let slot = text(&o.slot);
         if let Some(bad) = slot.as_deref().and_then(bad_slot_name) {
@@ -262,6 +278,7 @@ impl PostgresSettings {
             poll_interval,
             slot,
             publication: text(&o.publication),
+            snapshot: o.snapshot.unwrap_or_default(),
             tls: o.tls,
             tls_ca_file: text(&o.tls_ca_file).map(PathBuf::from),
         })

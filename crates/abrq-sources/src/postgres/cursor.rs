@@ -79,6 +79,18 @@ impl PgCursorSource {
         })
     }
 
+    /// Reads through `conn` as it is: a snapshot copy opens a transaction
+    /// on it at an exported snapshot first.
+    pub fn with_connection(
+        settings: PostgresSettings,
+        cursor: Option<&str>,
+        conn: PgConnection,
+    ) -> Result<Self, SourceError> {
+        let mut src = PgCursorSource::new(settings, cursor)?;
+        src.conn = Some(conn);
+        Ok(src)
+    }
+
     fn fail(&self, what: &str, e: impl std::fmt::Display) -> SourceError {
         SourceError::Database {
             at: self.settings.describe(),
@@ -370,6 +382,7 @@ mod tests {
             poll_interval: std::time::Duration::from_secs(1),
             slot: None,
             publication: None,
+            snapshot: Default::default(),
             tls: false,
             tls_ca_file: None,
         }

@@ -7,5 +7,5 @@ pub mod config;
 pub mod cursor;
 
 pub use cdc::PgCdcSource;
-pub use config::{Mode, PostgresSettings, TableName};
+pub use config::{Mode, PostgresSettings, Snapshot, TableName};
 pub use cursor::PgCursorSource;

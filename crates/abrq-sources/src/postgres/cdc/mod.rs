@@ -26,7 +26,8 @@ use serde_json::{Map, Value};
 use sqlx::postgres::PgConnection;
 use sqlx::Connection;
 
-use super::config::{derived_name, PostgresSettings, TableName};
+use super::config::{derived_name, PostgresSettings, Snapshot, TableName};
+use super::cursor::PgCursorSource;
 use crate::chunk::{Chunk, Limits};
 use crate::file::SourceError;
 use crate::progress::Progress;
@@ -40,7 +41,7 @@ const FIRST_WAIT: Duration = Duration::from_millis(200);
 const NEXT_WAIT: Duration = Duration::from_millis(5);
 
 /// The stream's cursor.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 struct Position {
     /// End of the last fully staged source transaction.
     #[serde(with = "lsn_text")]
@@ -48,6 +49,10 @@ struct Position {
     /// Changes of the transaction after it already staged.
     #[serde(default)]
     skip: u64,
+    /// While the snapshot copy runs: the copy's own cursor (its last
+    /// staged row; empty before the first page).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    snapshot: Option<String>,
 }
 
 mod lsn_text {
@@ -96,6 +101,12 @@ pub struct PgCdcSource {
     /// Where the next batch starts (last staged, or read and not yet staged).
     position: Position,
     client: Option<ReplicationClient>,
+    /// The session that made the slot, holding its exported snapshot
+    /// until the copy is done; streaming starts on it.
+    gated: Option<ReplicationClient>,
+    /// The snapshot copy while it runs.
+    snapshot: Option<PgCursorSource>,
+    snapshot_rows: u64,
     catalog: Option<PgConnection>,
     parser: LogicalReplicationParser,
     relations: HashMap<u32, Relation>,
@@ -124,6 +135,7 @@ impl PgCdcSource {
                 Position {
                     lsn: Lsn::from_u64(0),
                     skip: 0,
+                    snapshot: None,
                 },
                 true,
             ),
@@ -145,15 +157,18 @@ impl PgCdcSource {
                 .clone()
                 .unwrap_or_else(|| derived_name(stream)),
             settings,
-            position,
-            client: None,
-            catalog: None,
-            parser: LogicalReplicationParser::with_protocol_version(1),
-            relations: HashMap::new(),
             txn: Txn {
                 skip: position.skip,
                 ..Txn::default()
             },
+            position,
+            client: None,
+            gated: None,
+            snapshot: None,
+            snapshot_rows: 0,
+            catalog: None,
+            parser: LogicalReplicationParser::with_protocol_version(1),
+            relations: HashMap::new(),
             declared_in_chunk: Vec::new(),
             last_commit_micros: None,
             caught_up: false,
@@ -191,6 +206,10 @@ impl PgCdcSource {
                 "publication": self.publication,
                 "table": self.settings.table.to_string(),
                 "read_lsn": self.position.lsn.to_pg_string(),
+                "snapshot": match &self.position.snapshot {
+                    Some(_) => serde_json::json!({"state": "copying", "rows": self.snapshot_rows}),
+                    None => serde_json::json!({"state": "done", "rows": self.snapshot_rows}),
+                },
                 "confirmed_lsn": self.confirmed.map(|l| l.to_pg_string()),
             }),
             lag_seconds,
@@ -259,8 +278,9 @@ impl PgCdcSource {
         })
     }
 
-    /// Makes the publication and slot (on the first run) and starts
-    /// streaming after the staged position.
+    /// Makes the publication and slot (on the first run), then either
+    /// copies the table's rows (the snapshot) or starts streaming after the
+    /// staged position.
     async fn start(&mut self) -> Result<(), SourceError> {
         let settings = self.settings.clone();
         let (slot, publication) = (self.slot.clone(), self.publication.clone());
@@ -282,48 +302,145 @@ impl PgCdcSource {
         setup::ensure_publication(conn, &publication, &table)
             .await
             .map_err(fail)?;
+        let copy = settings.snapshot == Snapshot::Initial;
         match setup::slot(conn, &slot).await.map_err(fail)? {
+            setup::Slot::Missing if fresh && copy => {
+                // the slot and a snapshot of the table at its start, made
+                // in one command: the copy and the stream meet exactly
+                let mut gated = ReplicationClient::connect_gated(self.replication_config())
+                    .await
+                    .map_err(|e| self.fail("cannot open a replication session", e))?;
+                let rows = gated
+                    .simple_query(&format!(
+                        "CREATE_REPLICATION_SLOT {slot} LOGICAL pgoutput (SNAPSHOT 'export')"
+                    ))
+                    .await
+                    .map_err(|e| self.fail("cannot create the replication slot", e))?;
+                let field = |i: usize| {
+                    rows.first()
+                        .and_then(|r| r.get(i).cloned().flatten())
+                        .map(|b| String::from_utf8_lossy(&b).into_owned())
+                };
+                let (Some(point), Some(snapshot)) = (field(1), field(2)) else {
+                    return Err(self.fail("cannot create the replication slot", "no snapshot"));
+                };
+                let lsn = Lsn::parse(&point).map_err(|e| self.fail("slot", e))?;
+                tracing::info!(%slot, %point, %snapshot, "replication slot created with a snapshot");
+                let mut conn = PgConnection::connect_with(&settings.connect_options())
+                    .await
+                    .map_err(|e| self.fail("cannot connect", e))?;
+                // the copy's transaction reads what the slot's start saw
+                let begin = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY".to_string();
+                let set = format!("SET TRANSACTION SNAPSHOT '{snapshot}'");
+                for sql in [begin, set] {
+                    let done = sqlx::query(&sql).execute(&mut conn).await;
+                    done.map_err(|e| self.fail("cannot open the snapshot", e))?;
+                }
+                self.position = Position {
+                    lsn,
+                    skip: 0,
+                    snapshot: Some(String::new()),
+                };
+                self.snapshot = Some(self.copier(None, Some(conn)).await?);
+                self.gated = Some(gated);
+                return Ok(());
+            }
             setup::Slot::Missing if fresh => {
                 setup::create_slot(conn, &slot).await.map_err(fail)?;
             }
             setup::Slot::Missing | setup::Slot::Lost => {
                 return Err(db_error(&at, "replication slot lost", lost_slot(&slot)));
             }
-            setup::Slot::Ready { .. } => {}
+            setup::Slot::Ready { .. } => {
+                // a copy that stopped (or never staged its first page) goes
+                // on after its last staged row, at the current state; the
+                // slot has kept every change since its start meanwhile
+                let resume = match (&self.position.snapshot, fresh && copy) {
+                    (Some(c), _) => Some(Some(c.clone()).filter(|c| !c.is_empty())),
+                    (None, true) => Some(None),
+                    (None, false) => None,
+                };
+                if let Some(after) = resume {
+                    self.position.snapshot = Some(after.clone().unwrap_or_default());
+                    self.snapshot = Some(self.copier(after.as_deref(), None).await?);
+                    return Ok(());
+                }
+            }
         }
-        let cfg = ReplicationConfig::new(
-            settings.host.clone(),
-            settings
-                .username
-                .clone()
-                .unwrap_or_else(|| "postgres".into()),
-            settings
-                .password
+        self.stream().await
+    }
+
+    /// The reader of the table's rows for the snapshot: keyset pages by
+    /// the primary key, on `conn` when the copy reads an exported snapshot.
+    async fn copier(
+        &mut self,
+        after: Option<&str>,
+        conn: Option<PgConnection>,
+    ) -> Result<PgCursorSource, SourceError> {
+        let table = self.settings.table.clone();
+        let catalog = self.catalog().await?;
+        let key = setup::primary_key(catalog, &table)
+            .await
+            .map_err(|e| self.fail("snapshot", e))?;
+        let Some(first) = key.first() else {
+            return Err(self.fail(
+                "snapshot",
+                format!("{table} has no primary key to copy it by; set snapshot = \"never\""),
+            ));
+        };
+        let mut settings = self.settings.clone();
+        settings.mode = super::config::Mode::Cursor;
+        settings.cursor = first.clone();
+        settings.primary_key = key.clone();
+        tracing::info!(%table, key = ?key, resume = after.is_some(), "snapshot copy starts");
+        match conn {
+            Some(conn) => PgCursorSource::with_connection(settings, after, conn),
+            None => PgCursorSource::new(settings, after),
+        }
+    }
+
+    fn replication_config(&self) -> ReplicationConfig {
+        let s = &self.settings;
+        ReplicationConfig::new(
+            s.host.clone(),
+            s.username.clone().unwrap_or_else(|| "postgres".into()),
+            s.password
                 .as_ref()
                 .map(|p| p.expose().to_string())
                 .unwrap_or_default(),
-            settings
-                .database
-                .clone()
-                .unwrap_or_else(|| "postgres".into()),
-            slot.clone(),
-            publication.clone(),
+            s.database.clone().unwrap_or_else(|| "postgres".into()),
+            self.slot.clone(),
+            self.publication.clone(),
         )
-        .with_port(settings.port)
-        .with_application_name(format!("abrq {slot}"))
+        .with_port(s.port)
+        .with_application_name(format!("abrq {}", self.slot))
         .with_start_lsn(self.position.lsn)
         .with_ack_lsn(self.position.lsn)
         // confirmations reach the server within this, so the slot
         // releases WAL soon after a batch is staged
-        .with_status_interval(Duration::from_millis(500));
-        let mut client = ReplicationClient::connect(cfg)
-            .await
-            .map_err(|e| self.fail("cannot start replication", e))?;
+        .with_status_interval(Duration::from_millis(500))
+    }
+
+    /// Starts streaming after the staged position: on the session that
+    /// made the slot when there is one (it held the snapshot until now).
+    async fn stream(&mut self) -> Result<(), SourceError> {
+        let mut client = match self.gated.take() {
+            Some(mut gated) => {
+                gated
+                    .start()
+                    .await
+                    .map_err(|e| self.fail("cannot start replication", e))?;
+                gated
+            }
+            None => ReplicationClient::connect(self.replication_config())
+                .await
+                .map_err(|e| self.fail("cannot start replication", e))?,
+        };
         client
             .wait_started()
             .await
             .map_err(|e| self.fail("cannot start replication", e))?;
-        tracing::info!(%slot, %publication, lsn = %self.position.lsn, skip = self.position.skip, "replication started");
+        tracing::info!(slot = %self.slot, lsn = %self.position.lsn, skip = self.position.skip, "replication started");
         // a new session describes every relation again
         self.parser = LogicalReplicationParser::with_protocol_version(1);
         self.relations.clear();
@@ -333,6 +450,28 @@ impl PgCdcSource {
         };
         self.client = Some(client);
         Ok(())
+    }
+
+    /// One page of the snapshot copy; after the last one, the stream.
+    async fn read_snapshot(&mut self, limits: Limits) -> Result<Chunk, SourceError> {
+        let copier = self.snapshot.as_mut().expect("copying");
+        let mut chunk = copier.read_chunk(limits).await?;
+        self.snapshot_rows += chunk.records;
+        if let Some(c) = chunk.cursor.take() {
+            self.position.snapshot = Some(c);
+        }
+        if chunk.at_end {
+            tracing::info!(table = %self.settings.table, rows = self.snapshot_rows, "snapshot copy done");
+            self.snapshot = None;
+            self.position.snapshot = None;
+            chunk.at_end = false;
+            chunk.cursor = Some(self.cursor_text());
+            self.stream().await?;
+        } else {
+            chunk.cursor = Some(self.cursor_text());
+        }
+        self.caught_up = false;
+        Ok(chunk)
     }
 
     /// The engine staged everything up to `cursor`: the slot may be
@@ -347,15 +486,23 @@ impl PgCdcSource {
     /// Reads the changes that arrive until `limits` is reached or the
     /// stream is quiet.
     pub async fn read_chunk(&mut self, limits: Limits) -> Result<Chunk, SourceError> {
-        if self.client.is_none() {
+        if self.client.is_none() && self.snapshot.is_none() {
             self.start().await?;
         }
-        let result = self.read(limits).await;
+        let result = match self.snapshot.is_some() {
+            true => self.read_snapshot(limits).await,
+            false => self.read(limits).await,
+        };
         if result.is_err() {
             // the session is made again from the staged position
             if let Some(mut c) = self.client.take() {
                 c.abort();
             }
+            if let Some(mut g) = self.gated.take() {
+                g.abort();
+            }
+            // a copy goes on at the current state from its last row
+            self.snapshot = None;
             self.catalog = None;
         }
         result
@@ -391,6 +538,7 @@ impl PgCdcSource {
                     self.position = Position {
                         lsn: end_lsn,
                         skip: 0,
+                        snapshot: None,
                     };
                     self.last_commit_micros = Some(commit_time_micros);
                     chunk.cursor = Some(self.cursor_text());
@@ -411,6 +559,7 @@ impl PgCdcSource {
                         let mid = Position {
                             lsn: self.position.lsn,
                             skip: self.txn.changes,
+                            snapshot: None,
                         };
                         chunk.cursor = Some(serde_json::to_string(&mid).expect("serializes"));
                         break;
@@ -427,6 +576,7 @@ impl PgCdcSource {
             let mid = Position {
                 lsn: self.position.lsn,
                 skip: self.txn.changes,
+                snapshot: None,
             };
             chunk.cursor = Some(serde_json::to_string(&mid).expect("serializes"));
         }
@@ -574,16 +724,8 @@ impl PgCdcSource {
 
     async fn primary_key(&mut self, table: &TableName) -> Result<Vec<String>, SourceError> {
         let conn = self.catalog().await?;
-        let key: Result<Vec<String>, _> = sqlx::query_scalar(
-            "SELECT a.attname::text FROM pg_index i \
-             CROSS JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS k(attnum, ord) \
-             JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum \
-             WHERE i.indrelid = to_regclass($1) AND i.indisprimary ORDER BY k.ord",
-        )
-        .bind(table.quoted())
-        .fetch_all(&mut *conn)
-        .await;
-        key.map_err(|e| self.fail("cannot read the primary key", e))
+        let key = setup::primary_key(conn, table).await;
+        key.map_err(|e| self.fail("relation", e))
     }
 
     fn relation(&self, id: u32) -> Result<&Relation, SourceError> {

@@ -1,0 +1,201 @@
+//! The snapshot copy of the `postgres` cdc source cut short, through the
+//! binary: a table of 100,000 rows is copied in pages of 500 while a writer
+//! changes it, and abrq is SIGKILLed three times in the middle of the copy.
+//! The copy goes on after its last staged page (at a later state of the
+//! table), the slot has kept every change since its start, and the
+//! `postgres` destination in upsert mode ends equal to the source table.
+
+mod common;
+
+use abrq_sinks::relational::sqlx::{self, PgPool};
+use common::*;
+use rand::Rng;
+
+const ROWS: i64 = 100_000;
+
+fn cdc_url() -> String {
+    std::env::var("ABRQ_TEST_PGCDC_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5442/test".into())
+}
+
+fn conn(url: &str) -> String {
+    let u = reqwest::Url::parse(url).expect("url");
+    format!(
+        "host = \"{}\"\nport = {}\ndatabase = \"{}\"\nusername = \"{}\"",
+        u.host_str().unwrap_or("127.0.0.1"),
+        u.port().unwrap_or(5432),
+        u.path().trim_start_matches('/'),
+        u.username()
+    )
+}
+
+async fn rows(pool: &PgPool, table: &str) -> Vec<(i64, i32, String)> {
+    sqlx::query_as(&format!(
+        "SELECT id, version, name FROM {table} ORDER BY id"
+    ))
+    .fetch_all(pool)
+    .await
+    .unwrap_or_default()
+}
+
+/// Some inserts, updates and deletes, each its own transaction.
+async fn write(src: &PgPool, table: &str, next_id: &mut i64) {
+    let mut rng = rand::rng();
+    for _ in 0..20 {
+        match rng.random_range(0..3) {
+            0 => {
+                *next_id += 1;
+                sqlx::query(&format!("INSERT INTO {table} VALUES ($1, 1, 'new')"))
+                    .bind(*next_id)
+                    .execute(src)
+                    .await
+                    .unwrap();
+            }
+            1 => {
+                let id = rng.random_range(1..=ROWS);
+                sqlx::query(&format!(
+                    "UPDATE {table} SET version = version + 1, name = 'changed' WHERE id = $1"
+                ))
+                .bind(id)
+                .execute(src)
+                .await
+                .unwrap();
+            }
+            _ => {
+                let id = rng.random_range(1..=ROWS);
+                sqlx::query(&format!("DELETE FROM {table} WHERE id = $1"))
+                    .bind(id)
+                    .execute(src)
+                    .await
+                    .unwrap();
+            }
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_copy_cut_short_goes_on_and_the_replica_ends_equal() {
+    let src = PgPool::connect(&cdc_url()).await.expect("the cdc cluster");
+    let dst_url = abrq_testkit::Postgres::from_env().url;
+    let dst = PgPool::connect(&dst_url).await.expect("postgres");
+    let n: u64 = rand::rng().random();
+    let tag = format!("{:010x}", n & 0xff_ffff_ffff);
+    let (schema, slot, dst_schema) = (
+        format!("cdc_snap_{tag}"),
+        format!("abrq_snap_{tag}"),
+        format!("cdc_snapdst_{tag}"),
+    );
+    sqlx::query(&format!("CREATE SCHEMA \"{schema}\""))
+        .execute(&src)
+        .await
+        .unwrap();
+    let table = format!("\"{schema}\".items");
+    sqlx::query(&format!(
+        "CREATE TABLE {table} (id bigint PRIMARY KEY, version int NOT NULL, name text)"
+    ))
+    .execute(&src)
+    .await
+    .unwrap();
+    sqlx::query(&format!(
+        "INSERT INTO {table} SELECT g, 1, 'row ' || g FROM generate_series(1, {ROWS}) AS g"
+    ))
+    .execute(&src)
+    .await
+    .unwrap();
+    sqlx::query(&format!("CREATE SCHEMA \"{dst_schema}\""))
+        .execute(&dst)
+        .await
+        .unwrap();
+
+    let mut abrq = Abrq::new();
+    abrq.write_config(&format!(
+        r#"
+data_dir = "{data}"
+[server]
+listen = "{listen}"
+
+[[streams]]
+name = "s"
+[streams.source]
+engine = "postgres"
+mode = "cdc"
+{src_conn}
+table = "{schema}.items"
+slot = "{slot}"
+publication = "{slot}"
+[streams.batch]
+max_records = 500
+max_wait = "50ms"
+
+[[streams.destinations]]
+name = "replica"
+engine = "postgres"
+{dst_conn}
+schema = "{dst_schema}"
+table = "items"
+mode = "upsert"
+"#,
+        data = abrq.p("data"),
+        listen = abrq.listen(),
+        src_conn = conn(&cdc_url()),
+        dst_conn = conn(&dst_url),
+    ));
+    abrq.start().await;
+    let mut next_id = ROWS;
+    let mut staged = 0;
+    for kill in 0..3 {
+        write(&src, &table, &mut next_id).await;
+        // a few more pages of the copy staged, the copy not done
+        let st = abrq
+            .wait_status("s", "more of the copy staged", |st| {
+                u(&st["spool"]["last_seq"]) > staged + 2
+            })
+            .await;
+        staged = u(&st["spool"]["last_seq"]);
+        let state = st["source"]["position"]["snapshot"]["state"].clone();
+        abrq.note(&format!("kill {kill} at seq {staged}, copy {state}"));
+        assert_eq!(state, "copying", "the copy ended before kill {kill}: {st}");
+        abrq.kill();
+        write(&src, &table, &mut next_id).await;
+        abrq.start().await;
+    }
+    write(&src, &table, &mut next_id).await;
+    abrq.wait_status("s", "the copy done", |st| {
+        st["source"]["position"]["snapshot"]["state"] == "done"
+    })
+    .await;
+    let want = rows(&src, &table).await;
+    let replica = format!("\"{dst_schema}\".items");
+    wait_until(LONG, "the replica equals the source table", async || {
+        rows(&dst, &replica).await == want
+    })
+    .await;
+    abrq.kill();
+
+    wait_until(LONG, "the slot is released", async || {
+        sqlx::query("SELECT 1 FROM pg_replication_slots WHERE slot_name = $1 AND active")
+            .bind(&slot)
+            .fetch_optional(&src)
+            .await
+            .unwrap()
+            .is_none()
+    })
+    .await;
+    sqlx::query("SELECT pg_drop_replication_slot($1)")
+        .bind(&slot)
+        .execute(&src)
+        .await
+        .unwrap();
+    sqlx::query(&format!("DROP PUBLICATION \"{slot}\""))
+        .execute(&src)
+        .await
+        .unwrap();
+    sqlx::query(&format!("DROP SCHEMA \"{schema}\" CASCADE"))
+        .execute(&src)
+        .await
+        .unwrap();
+    sqlx::query(&format!("DROP SCHEMA \"{dst_schema}\" CASCADE"))
+        .execute(&dst)
+        .await
+        .unwrap();
+}
