@@ -216,6 +216,15 @@ mod tests {
     }
 
     #[test]
+    fn the_postgres_cdc_example_is_valid() {
+        let text = include_str!("../../../examples/postgres-cdc.toml")
+            .replace("${PGPASSWORD}", "x")
+            .replace("${WAREHOUSE_PASSWORD}", "x");
+        let c = Config::parse(&text, "postgres-cdc.toml").unwrap();
+        validate(&c).unwrap();
+    }
+
+    #[test]
     fn unknown_key_names_key_and_line() {
         let bad = GOOD.replace("format = \"csv.gz\"", "formatt = \"csv.gz\"");
         let e = error(&bad);

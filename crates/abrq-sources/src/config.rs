@@ -103,6 +103,18 @@ mod tests {
     }
 
     #[test]
+    fn the_postgres_cdc_example_is_valid() {
+        let text = include_str!("../../../examples/postgres-cdc.toml")
+            .replace("${PGPASSWORD}", "x")
+            .replace("${WAREHOUSE_PASSWORD}", "x");
+        let c = Config::parse(&text, "postgres-cdc.toml").unwrap();
+        validate(&c).unwrap();
+        let s = PostgresSettings::from_config(&source(&text)).unwrap();
+        assert_eq!(s.mode, crate::postgres::Mode::Cdc);
+        assert_eq!(s.snapshot, crate::postgres::Snapshot::Initial);
+    }
+
+    #[test]
     fn required_keys_name_engine_and_line() {
         let bad = GOOD.replace("path = \"orders.ndjson\"", "follow = true");
         let e = error(&bad);
