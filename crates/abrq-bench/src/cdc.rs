@@ -27,15 +27,41 @@ pub struct CdcArgs {
         default_value = "postgres://postgres@127.0.0.1:5442/test"
     )]
     url: String,
+    /// Then the latency run: single-row transactions at this rate...
+    #[arg(long, default_value_t = 5_000)]
+    latency_rate: u64,
+    /// ...for this long (0: no latency run).
+    #[arg(long, default_value_t = 10)]
+    latency_secs: u64,
 }
 
 const TABLE: &str = "abrq_bench_cdc";
 const PUBLICATION: &str = "abrq_bench_cdc";
 const SLOT_ABRQ: &str = "abrq_bench_cdc_abrq";
 const SLOT_RECV: &str = "abrq_bench_cdc_recv";
+/// Writer sessions of the latency run.
+const WRITERS: u64 = 8;
 
 pub async fn run(args: CdcArgs) -> anyhow::Result<()> {
     let pool = PgPool::connect(&args.url).await?;
+    if args.changes == 0 {
+        // the latency run alone
+        sqlx::query(&format!(
+            "CREATE TABLE IF NOT EXISTS {TABLE} (id bigint PRIMARY KEY, customer text, \
+             total numeric(10,2), placed timestamptz, note text)"
+        ))
+        .execute(&pool)
+        .await?;
+        sqlx::query(&format!("DROP PUBLICATION IF EXISTS {PUBLICATION}"))
+            .execute(&pool)
+            .await?;
+        sqlx::query(&format!(
+            "CREATE PUBLICATION {PUBLICATION} FOR TABLE {TABLE}"
+        ))
+        .execute(&pool)
+        .await?;
+        return latency(&args, &pool).await;
+    }
     for slot in [SLOT_ABRQ, SLOT_RECV] {
         sqlx::query(
             "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1",
@@ -113,10 +139,19 @@ pub async fn run(args: CdcArgs) -> anyhow::Result<()> {
     println!("| ratio | {:.2} | |", recv / ours);
 
     for slot in [SLOT_ABRQ, SLOT_RECV] {
-        sqlx::query("SELECT pg_drop_replication_slot($1)")
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while sqlx::query("SELECT pg_drop_replication_slot($1)")
             .bind(slot)
             .execute(&pool)
-            .await?;
+            .await
+            .is_err()
+        {
+            anyhow::ensure!(Instant::now() < deadline, "slot {slot} stays active");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    if args.latency_secs > 0 {
+        latency(&args, &pool).await?;
     }
     sqlx::query(&format!("DROP PUBLICATION {PUBLICATION}"))
         .execute(&pool)
@@ -124,6 +159,117 @@ pub async fn run(args: CdcArgs) -> anyhow::Result<()> {
     sqlx::query(&format!("DROP TABLE {TABLE}"))
         .execute(&pool)
         .await?;
+    Ok(())
+}
+
+/// Commit on the source to delivered at a local destination, per change,
+/// at a steady rate: a writer commits single-row transactions on a fixed
+/// schedule and notes when each commit returned; a watcher notes when the
+/// destination's delivered count passed each change (one destination
+/// delivers in order).
+async fn latency(args: &CdcArgs, pool: &PgPool) -> anyhow::Result<()> {
+    sqlx::query(&format!("TRUNCATE {TABLE}"))
+        .execute(pool)
+        .await?;
+    let work = tempfile::tempdir()?;
+    let engine = start_engine(&args.url, work.path(), "10ms").await?;
+    // the slot exists once the source has started streaming
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let st = engine.status().await?;
+        let copying = st[0]
+            .source
+            .position
+            .as_ref()
+            .and_then(|p| p["snapshot"]["state"].as_str().map(str::to_string));
+        if copying.as_deref() == Some("done") {
+            break;
+        }
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "the source did not start: {:?}",
+            st[0].source
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let total = args.latency_rate * args.latency_secs;
+    let rate = args.latency_rate;
+    // durable commits (synchronous_commit on, as OLTP writers run), from
+    // several sessions so the server can group them; change i is due at
+    // i / rate, whichever session sends it
+    let start = Instant::now() + Duration::from_millis(100);
+    let mut writers = Vec::new();
+    for w in 0..WRITERS {
+        let pool = pool.clone();
+        writers.push(tokio::spawn(async move {
+            let mut conn = pool.acquire().await?;
+            let mut committed = Vec::new();
+            for i in (w..total).step_by(WRITERS as usize) {
+                let due = start + Duration::from_secs_f64(i as f64 / rate as f64);
+                tokio::time::sleep_until(due.into()).await;
+                sqlx::query(&format!(
+                    "INSERT INTO {TABLE} VALUES ($1, 'c', 1, now(), 'latency')"
+                ))
+                .bind(i as i64 + 1)
+                .execute(&mut *conn)
+                .await?;
+                committed.push(Instant::now());
+            }
+            anyhow::Ok(committed)
+        }));
+    }
+    // the destination delivers in commit order: the n-th record delivered
+    // is the n-th committed
+    let mut delivered_at: Vec<Instant> = Vec::with_capacity(total as usize);
+    let deadline = Instant::now() + Duration::from_secs(args.latency_secs + 60);
+    while (delivered_at.len() as u64) < total {
+        anyhow::ensure!(Instant::now() < deadline, "latency run did not finish");
+        let st = engine.status().await?;
+        let d = st[0].destinations[0].delivered_records;
+        let now = Instant::now();
+        while (delivered_at.len() as u64) < d.min(total) {
+            delivered_at.push(now);
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let mut committed = Vec::with_capacity(total as usize);
+    for w in writers {
+        committed.extend(w.await??);
+    }
+    committed.sort();
+    engine.shutdown().await;
+    // the server lets go of the slot a moment after the session ends
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while sqlx::query("SELECT pg_drop_replication_slot($1)")
+        .bind(SLOT_ABRQ)
+        .execute(pool)
+        .await
+        .is_err()
+    {
+        anyhow::ensure!(Instant::now() < deadline, "slot {SLOT_ABRQ} stays active");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let mut ms: Vec<f64> = committed
+        .iter()
+        .zip(&delivered_at)
+        .map(|(c, d)| d.saturating_duration_since(*c).as_secs_f64() * 1000.0)
+        .collect();
+    ms.sort_by(f64::total_cmp);
+    let at = |q: f64| ms[((ms.len() as f64 - 1.0) * q).round() as usize];
+    let achieved = total as f64
+        / committed
+            .last()
+            .zip(committed.first())
+            .map_or(1.0, |(l, f)| l.duration_since(*f).as_secs_f64().max(1e-9));
+    println!();
+    println!(
+        "| commit to delivered at local jsonl, {} changes at {}/s (achieved {achieved:.0}/s) from {WRITERS} sessions, synchronous_commit on, max_wait 10ms | ms |",
+        total, args.latency_rate
+    );
+    println!("|---|---|");
+    println!("| p50 | {:.1} |", at(0.50));
+    println!("| p99 | {:.1} |", at(0.99));
+    println!("| max | {:.1} |", at(1.0));
     Ok(())
 }
 
@@ -166,6 +312,27 @@ fn pg_recvlogical(url: &str, end: &str) -> anyhow::Result<f64> {
 
 /// Seconds for abrq to stage and deliver all `changes`.
 async fn abrq_run(url: &str, changes: u64, work: &Path) -> anyhow::Result<f64> {
+    let start = Instant::now();
+    let engine = start_engine(url, work, "50ms").await?;
+    loop {
+        let st = engine.status().await?;
+        let delivered: u64 = st[0].destinations[0].delivered_records;
+        if delivered >= changes {
+            break;
+        }
+        if let Some(e) = &st[0].source.error {
+            anyhow::bail!("source failed: {e}");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let secs = start.elapsed().as_secs_f64();
+    engine.shutdown().await;
+    Ok(secs)
+}
+
+/// An engine with the cdc source on the bench slot and a local jsonl
+/// destination.
+async fn start_engine(url: &str, work: &Path, max_wait: &str) -> anyhow::Result<Arc<Engine>> {
     let u = reqwest::Url::parse(url)?;
     let text = format!(
         r#"
@@ -184,9 +351,10 @@ username = "{user}"
 table = "{TABLE}"
 slot = "{SLOT_ABRQ}"
 publication = "{PUBLICATION}"
+snapshot = "never"
 [streams.batch]
 max_records = 1000
-max_wait = "50ms"
+max_wait = "{max_wait}"
 [[streams.destinations]]
 name = "lake"
 engine = "local"
@@ -204,26 +372,11 @@ format = "jsonl"
     abrq_sources::validate(&config).map_err(|e| anyhow::anyhow!(e))?;
     std::fs::create_dir_all(work.join("data"))?;
     let store = Arc::new(SqliteStore::open(&work.join("data/state.db"))?);
-    let start = Instant::now();
-    let engine = Engine::start(
+    Ok(Engine::start(
         &config,
         store,
         Arc::new(Metrics::new()),
         &crate::destination_factory,
     )
-    .await?;
-    loop {
-        let st = engine.status().await?;
-        let delivered: u64 = st[0].destinations[0].delivered_records;
-        if delivered >= changes {
-            break;
-        }
-        if let Some(e) = &st[0].source.error {
-            anyhow::bail!("source failed: {e}");
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let secs = start.elapsed().as_secs_f64();
-    engine.shutdown().await;
-    Ok(secs)
+    .await?)
 }

@@ -39,6 +39,9 @@ const LAG_BYTES_EVERY: Duration = Duration::from_secs(5);
 /// for now", and for the next one once a chunk has begun.
 const FIRST_WAIT: Duration = Duration::from_millis(200);
 const NEXT_WAIT: Duration = Duration::from_millis(5);
+/// A read returns at most this long after its first change, so a busy
+/// stream still reaches the pump, whose `max_wait` decides when to stage.
+const READ_SLICE: Duration = Duration::from_millis(5);
 
 /// The stream's cursor.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -512,7 +515,11 @@ impl PgCdcSource {
         let mut chunk = Chunk::default();
         self.declared_in_chunk.clear();
         let mut wait = FIRST_WAIT;
+        let mut first: Option<std::time::Instant> = None;
         loop {
+            if first.is_some_and(|t| t.elapsed() >= READ_SLICE) {
+                break;
+            }
             let client = self.client.as_mut().expect("started above");
             let event = match tokio::time::timeout(wait, client.recv()).await {
                 Err(_) => {
@@ -524,6 +531,7 @@ impl PgCdcSource {
                 Ok(Err(e)) => return Err(self.fail("replication", e)),
             };
             wait = NEXT_WAIT;
+            first.get_or_insert_with(std::time::Instant::now);
             match event {
                 ReplicationEvent::Begin { .. } => {
                     self.txn.open = true;
