@@ -33,6 +33,9 @@ pub struct CdcArgs {
     /// ...for this long (0: no latency run).
     #[arg(long, default_value_t = 10)]
     latency_secs: u64,
+    /// Rows of the snapshot run (0: none).
+    #[arg(long, default_value_t = 1_000_000)]
+    snapshot_rows: u64,
 }
 
 const TABLE: &str = "abrq_bench_cdc";
@@ -45,7 +48,7 @@ const WRITERS: u64 = 8;
 pub async fn run(args: CdcArgs) -> anyhow::Result<()> {
     let pool = PgPool::connect(&args.url).await?;
     if args.changes == 0 {
-        // the latency run alone
+        // the latency and snapshot runs alone
         sqlx::query(&format!(
             "CREATE TABLE IF NOT EXISTS {TABLE} (id bigint PRIMARY KEY, customer text, \
              total numeric(10,2), placed timestamptz, note text)"
@@ -60,7 +63,13 @@ pub async fn run(args: CdcArgs) -> anyhow::Result<()> {
         ))
         .execute(&pool)
         .await?;
-        return latency(&args, &pool).await;
+        if args.latency_secs > 0 {
+            latency(&args, &pool).await?;
+        }
+        if args.snapshot_rows > 0 {
+            snapshot(&args, &pool).await?;
+        }
+        return Ok(());
     }
     for slot in [SLOT_ABRQ, SLOT_RECV] {
         sqlx::query(
@@ -152,6 +161,9 @@ pub async fn run(args: CdcArgs) -> anyhow::Result<()> {
     }
     if args.latency_secs > 0 {
         latency(&args, &pool).await?;
+    }
+    if args.snapshot_rows > 0 {
+        snapshot(&args, &pool).await?;
     }
     sqlx::query(&format!("DROP PUBLICATION {PUBLICATION}"))
         .execute(&pool)
@@ -273,6 +285,80 @@ async fn latency(args: &CdcArgs, pool: &PgPool) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The initial copy of an existing table against `COPY (SELECT ...) TO
+/// STDOUT` of the same table by psql to /dev/null.
+async fn snapshot(args: &CdcArgs, pool: &PgPool) -> anyhow::Result<()> {
+    sqlx::query(&format!("TRUNCATE {TABLE}"))
+        .execute(pool)
+        .await?;
+    sqlx::query(&format!(
+        "INSERT INTO {TABLE} SELECT i, 'customer-' || (i % 997), (i % 100000) / 100.0, now(), \
+         repeat('x', 120) FROM generate_series(1, $1) AS i"
+    ))
+    .bind(args.snapshot_rows as i64)
+    .execute(pool)
+    .await?;
+    sqlx::query(&format!("VACUUM ANALYZE {TABLE}"))
+        .execute(pool)
+        .await?;
+    let t = Instant::now();
+    let status = Command::new("psql")
+        .args([&args.url, "-qAt", "-c"])
+        .arg(format!("COPY (SELECT * FROM {TABLE}) TO STDOUT"))
+        .stdout(std::process::Stdio::null())
+        .status()?;
+    anyhow::ensure!(status.success(), "psql failed: {status}");
+    let copy = t.elapsed().as_secs_f64();
+    let work = tempfile::tempdir()?;
+    let t = Instant::now();
+    let engine = start_engine_with(&args.url, work.path(), "50ms", "initial", 10_000).await?;
+    loop {
+        let st = engine.status().await?;
+        if st[0].destinations[0].delivered_records >= args.snapshot_rows {
+            break;
+        }
+        if let Some(e) = &st[0].source.error {
+            anyhow::bail!("source failed: {e}");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let ours = t.elapsed().as_secs_f64();
+    engine.shutdown().await;
+    drop_slot(pool, SLOT_ABRQ).await?;
+    let n = args.snapshot_rows as f64;
+    println!();
+    println!(
+        "| snapshot of {} existing rows | s | rows/s |",
+        args.snapshot_rows
+    );
+    println!("|---|---|---|");
+    println!(
+        "| psql: COPY (SELECT ...) TO STDOUT > /dev/null | {copy:.2} | {:.0} |",
+        n / copy
+    );
+    println!(
+        "| abrq: slot with snapshot, keyset pages of 10,000, spool, local jsonl | {ours:.2} | {:.0} |",
+        n / ours
+    );
+    println!("| ratio | {:.2} | |", copy / ours);
+    Ok(())
+}
+
+/// Drops a slot once the server has let go of it.
+async fn drop_slot(pool: &PgPool, slot: &str) -> anyhow::Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while sqlx::query("SELECT pg_drop_replication_slot($1)")
+        .bind(slot)
+        .execute(pool)
+        .await
+        .is_err()
+    {
+        anyhow::ensure!(Instant::now() < deadline, "slot {slot} stays active");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Ok(())
+}
+
 /// The server's pg_recvlogical (Debian keeps it off PATH).
 fn recvlogical_binary() -> PathBuf {
     let mut dirs: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
@@ -333,6 +419,16 @@ async fn abrq_run(url: &str, changes: u64, work: &Path) -> anyhow::Result<f64> {
 /// An engine with the cdc source on the bench slot and a local jsonl
 /// destination.
 async fn start_engine(url: &str, work: &Path, max_wait: &str) -> anyhow::Result<Arc<Engine>> {
+    start_engine_with(url, work, max_wait, "never", 1000).await
+}
+
+async fn start_engine_with(
+    url: &str,
+    work: &Path,
+    max_wait: &str,
+    snapshot: &str,
+    max_records: u64,
+) -> anyhow::Result<Arc<Engine>> {
     let u = reqwest::Url::parse(url)?;
     let text = format!(
         r#"
@@ -351,9 +447,9 @@ username = "{user}"
 table = "{TABLE}"
 slot = "{SLOT_ABRQ}"
 publication = "{PUBLICATION}"
-snapshot = "never"
+snapshot = "{snapshot}"
 [streams.batch]
-max_records = 1000
+max_records = {max_records}
 max_wait = "{max_wait}"
 [[streams.destinations]]
 name = "lake"
