@@ -25,11 +25,6 @@ const STREAM: &str = "items";
 const KILLS: usize = 6;
 const BEFORE: i64 = 2_000;
 
-fn cdc_url() -> String {
-    std::env::var("ABRQ_TEST_PGCDC_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5442/test".into())
-}
-
 /// A change as the history must show it: (op, version).
 type Change = (String, i64);
 
@@ -115,7 +110,9 @@ async fn rows(pool: &PgPool, table: &str) -> BTreeMap<i64, (i32, String, String,
 
 #[tokio::test(flavor = "multi_thread")]
 async fn table_changes_reach_every_destination_once_in_order_through_kills() {
-    let src = PgPool::connect(&cdc_url()).await.expect("the cdc cluster");
+    let src = PgPool::connect(&pg::cdc_url())
+        .await
+        .expect("the cdc cluster");
     let dst_url = abrq_testkit::Postgres::from_env().url;
     let dst = PgPool::connect(&dst_url).await.expect("postgres");
     // slots of earlier runs that died before cleaning up hold WAL
@@ -155,16 +152,6 @@ async fn table_changes_reach_every_destination_once_in_order_through_kills() {
         .unwrap();
 
     let mut abrq = Abrq::new();
-    let conn = |url: &str| {
-        let u = reqwest::Url::parse(url).expect("url");
-        format!(
-            "host = \"{}\"\nport = {}\ndatabase = \"{}\"\nusername = \"{}\"",
-            u.host_str().unwrap_or("127.0.0.1"),
-            u.port().unwrap_or(5432),
-            u.path().trim_start_matches('/'),
-            u.username()
-        )
-    };
     abrq.write_config(&format!(
         r#"
 data_dir = "{data}"
@@ -201,8 +188,8 @@ manifest = true
 "#,
         data = abrq.p("data"),
         listen = abrq.listen(),
-        src_conn = conn(&cdc_url()),
-        dst_conn = conn(&dst_url),
+        src_conn = pg::connection_toml(&pg::cdc_url()),
+        dst_conn = pg::connection_toml(&dst_url),
         history = abrq.p("out/history"),
     ));
     let config_path = abrq.config_path().display().to_string();
@@ -339,31 +326,6 @@ manifest = true
     );
     abrq.kill();
 
-    // the server lets go of a killed client's slot a moment later
-    wait_until(LONG, "the slot is released", async || {
-        sqlx::query("SELECT 1 FROM pg_replication_slots WHERE slot_name = $1 AND active")
-            .bind(&slot)
-            .fetch_optional(&src)
-            .await
-            .unwrap()
-            .is_none()
-    })
-    .await;
-    sqlx::query("SELECT pg_drop_replication_slot($1)")
-        .bind(&slot)
-        .execute(&src)
-        .await
-        .unwrap();
-    sqlx::query(&format!("DROP PUBLICATION \"{slot}\""))
-        .execute(&src)
-        .await
-        .unwrap();
-    sqlx::query(&format!("DROP SCHEMA \"{schema}\" CASCADE"))
-        .execute(&src)
-        .await
-        .unwrap();
-    sqlx::query(&format!("DROP SCHEMA \"{dst_schema}\" CASCADE"))
-        .execute(&dst)
-        .await
-        .unwrap();
+    pg::drop_cdc(&src, &slot, &[&schema]).await;
+    pg::drop_schemas(&dst, &[&dst_schema]).await;
 }

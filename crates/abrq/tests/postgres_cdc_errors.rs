@@ -12,23 +12,6 @@ mod common;
 
 use abrq_sinks::relational::sqlx::{self, PgPool};
 use common::*;
-use rand::Rng;
-
-fn cdc_url() -> String {
-    std::env::var("ABRQ_TEST_PGCDC_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5442/test".into())
-}
-
-fn conn(url: &str) -> String {
-    let u = reqwest::Url::parse(url).expect("url");
-    format!(
-        "host = \"{}\"\nport = {}\ndatabase = \"{}\"\nusername = \"{}\"",
-        u.host_str().unwrap_or("127.0.0.1"),
-        u.port().unwrap_or(5432),
-        u.path().trim_start_matches('/'),
-        u.username()
-    )
-}
 
 fn config(abrq: &Abrq, url: &str, table: &str, slot: &str) -> String {
     format!(
@@ -56,14 +39,9 @@ database = "{out}"
 "#,
         data = abrq.p("data"),
         listen = abrq.listen(),
-        conn = conn(url),
+        conn = pg::connection_toml(url),
         out = abrq.p("out"),
     )
-}
-
-fn tag() -> String {
-    let n: u64 = rand::rng().random();
-    format!("{:010x}", n & 0xff_ffff_ffff)
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -71,7 +49,7 @@ async fn check_names_every_missing_prerequisite() {
     // the machine's own server runs with wal_level = replica
     let url = abrq_testkit::Postgres::from_env().url;
     let pool = PgPool::connect(&url).await.expect("postgres");
-    let schema = format!("cdc_check_{}", tag());
+    let schema = format!("cdc_check_{}", pg::tag());
     sqlx::query(&format!("CREATE SCHEMA \"{schema}\""))
         .execute(&pool)
         .await
@@ -105,8 +83,10 @@ async fn check_names_every_missing_prerequisite() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_lost_slot_is_a_named_failure_never_a_silent_restart() {
-    let src = PgPool::connect(&cdc_url()).await.expect("the cdc cluster");
-    let t = tag();
+    let src = PgPool::connect(&pg::cdc_url())
+        .await
+        .expect("the cdc cluster");
+    let t = pg::tag();
     let (schema, slot) = (format!("cdc_lost_{t}"), format!("abrq_lost_{t}"));
     sqlx::query(&format!("CREATE SCHEMA \"{schema}\""))
         .execute(&src)
@@ -122,7 +102,7 @@ async fn a_lost_slot_is_a_named_failure_never_a_silent_restart() {
     let mut abrq = Abrq::new();
     abrq.write_config(&config(
         &abrq,
-        &cdc_url(),
+        &pg::cdc_url(),
         &format!("{schema}.items"),
         &slot,
     ));
@@ -212,12 +192,5 @@ async fn a_lost_slot_is_a_named_failure_never_a_silent_restart() {
         "nothing staged since: {st}"
     );
     abrq.kill();
-    sqlx::query(&format!("DROP PUBLICATION \"{slot}\""))
-        .execute(&src)
-        .await
-        .unwrap();
-    sqlx::query(&format!("DROP SCHEMA \"{schema}\" CASCADE"))
-        .execute(&src)
-        .await
-        .unwrap();
+    pg::drop_cdc(&src, &slot, &[&schema]).await;
 }

@@ -13,22 +13,6 @@ use rand::Rng;
 
 const ROWS: i64 = 100_000;
 
-fn cdc_url() -> String {
-    std::env::var("ABRQ_TEST_PGCDC_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5442/test".into())
-}
-
-fn conn(url: &str) -> String {
-    let u = reqwest::Url::parse(url).expect("url");
-    format!(
-        "host = \"{}\"\nport = {}\ndatabase = \"{}\"\nusername = \"{}\"",
-        u.host_str().unwrap_or("127.0.0.1"),
-        u.port().unwrap_or(5432),
-        u.path().trim_start_matches('/'),
-        u.username()
-    )
-}
-
 async fn rows(pool: &PgPool, table: &str) -> Vec<(i64, i32, String)> {
     sqlx::query_as(&format!(
         "SELECT id, version, name FROM {table} ORDER BY id"
@@ -75,7 +59,9 @@ async fn write(src: &PgPool, table: &str, next_id: &mut i64) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_copy_cut_short_goes_on_and_the_replica_ends_equal() {
-    let src = PgPool::connect(&cdc_url()).await.expect("the cdc cluster");
+    let src = PgPool::connect(&pg::cdc_url())
+        .await
+        .expect("the cdc cluster");
     let dst_url = abrq_testkit::Postgres::from_env().url;
     let dst = PgPool::connect(&dst_url).await.expect("postgres");
     let n: u64 = rand::rng().random();
@@ -137,8 +123,8 @@ mode = "upsert"
 "#,
         data = abrq.p("data"),
         listen = abrq.listen(),
-        src_conn = conn(&cdc_url()),
-        dst_conn = conn(&dst_url),
+        src_conn = pg::connection_toml(&pg::cdc_url()),
+        dst_conn = pg::connection_toml(&dst_url),
     ));
     abrq.start().await;
     let mut next_id = ROWS;
@@ -172,30 +158,6 @@ mode = "upsert"
     .await;
     abrq.kill();
 
-    wait_until(LONG, "the slot is released", async || {
-        sqlx::query("SELECT 1 FROM pg_replication_slots WHERE slot_name = $1 AND active")
-            .bind(&slot)
-            .fetch_optional(&src)
-            .await
-            .unwrap()
-            .is_none()
-    })
-    .await;
-    sqlx::query("SELECT pg_drop_replication_slot($1)")
-        .bind(&slot)
-        .execute(&src)
-        .await
-        .unwrap();
-    sqlx::query(&format!("DROP PUBLICATION \"{slot}\""))
-        .execute(&src)
-        .await
-        .unwrap();
-    sqlx::query(&format!("DROP SCHEMA \"{schema}\" CASCADE"))
-        .execute(&src)
-        .await
-        .unwrap();
-    sqlx::query(&format!("DROP SCHEMA \"{dst_schema}\" CASCADE"))
-        .execute(&dst)
-        .await
-        .unwrap();
+    pg::drop_cdc(&src, &slot, &[&schema]).await;
+    pg::drop_schemas(&dst, &[&dst_schema]).await;
 }

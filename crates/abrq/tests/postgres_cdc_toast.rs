@@ -10,25 +10,11 @@ use common::*;
 use rand::Rng;
 use serde_json::Value;
 
-fn cdc_url() -> String {
-    std::env::var("ABRQ_TEST_PGCDC_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5442/test".into())
-}
-
-fn conn(url: &str) -> String {
-    let u = reqwest::Url::parse(url).expect("url");
-    format!(
-        "host = \"{}\"\nport = {}\ndatabase = \"{}\"\nusername = \"{}\"",
-        u.host_str().unwrap_or("127.0.0.1"),
-        u.port().unwrap_or(5432),
-        u.path().trim_start_matches('/'),
-        u.username()
-    )
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn an_untouched_large_value_is_kept_never_nulled() {
-    let src = PgPool::connect(&cdc_url()).await.expect("the cdc cluster");
+    let src = PgPool::connect(&pg::cdc_url())
+        .await
+        .expect("the cdc cluster");
     let dst = PgPool::connect(&abrq_testkit::Postgres::from_env().url)
         .await
         .expect("postgres");
@@ -84,8 +70,8 @@ format = "jsonl"
 "#,
         data = abrq.p("data"),
         listen = abrq.listen(),
-        src_conn = conn(&cdc_url()),
-        dst_conn = conn(&abrq_testkit::Postgres::from_env().url),
+        src_conn = pg::connection_toml(&pg::cdc_url()),
+        dst_conn = pg::connection_toml(&abrq_testkit::Postgres::from_env().url),
         history = abrq.p("out"),
     ));
     abrq.start().await;
@@ -126,24 +112,6 @@ format = "jsonl"
         "the untouched value is left out, not null: {update:?}"
     );
     abrq.kill();
-    wait_until(LONG, "the slot is released", async || {
-        sqlx::query("SELECT 1 FROM pg_replication_slots WHERE slot_name = $1 AND active")
-            .bind(&slot)
-            .fetch_optional(&src)
-            .await
-            .unwrap()
-            .is_none()
-    })
-    .await;
-    for sql in [
-        format!("SELECT pg_drop_replication_slot('{slot}')"),
-        format!("DROP PUBLICATION \"{slot}\""),
-        format!("DROP SCHEMA \"{schema}\" CASCADE"),
-    ] {
-        sqlx::query(&sql).execute(&src).await.unwrap();
-    }
-    sqlx::query(&format!("DROP SCHEMA \"{dst_schema}\" CASCADE"))
-        .execute(&dst)
-        .await
-        .unwrap();
+    pg::drop_cdc(&src, &slot, &[&schema]).await;
+    pg::drop_schemas(&dst, &[&dst_schema]).await;
 }

@@ -141,15 +141,7 @@ impl Db {
 }
 
 fn config(abrq: &Abrq, db: &Db) -> String {
-    let url = abrq_testkit::Postgres::from_env().url;
-    let u = reqwest::Url::parse(&url).expect("postgres url");
-    let conn = format!(
-        "host = \"{host}\"\nport = {port}\ndatabase = \"{db}\"\nusername = \"{user}\"",
-        host = u.host_str().unwrap_or("127.0.0.1"),
-        port = u.port().unwrap_or(5432),
-        db = u.path().trim_start_matches('/'),
-        user = u.username(),
-    );
+    let conn = pg::connection_toml(&pg::url());
     format!(
         r#"
 data_dir = "{data}"

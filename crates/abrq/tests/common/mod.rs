@@ -10,7 +10,8 @@
 //! `process` runs the binary, `api` speaks its HTTP API, `metrics` parses
 //! `/metrics`, `output` reads what a local destination wrote; `sinks`
 //! reads every other destination kind back, `fleet` provisions one of
-//! each, `feed` produces records and `oracle` checks conservation.
+//! each, `feed` produces records and `oracle` checks conservation; `pg`
+//! serves the database-source tests.
 
 // Each test file is its own crate and uses a different part of this.
 #![allow(dead_code)]
@@ -28,6 +29,7 @@ pub mod fleet;
 pub mod metrics;
 pub mod oracle;
 pub mod output;
+pub mod pg;
 pub mod process;
 pub mod sinks;
 
