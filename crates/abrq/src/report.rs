@@ -92,6 +92,47 @@ pub async fn summary(engine: &Engine) -> anyhow::Result<String> {
     Ok(t.to_string())
 }
 
+/// One row per stream's source: its state, where it reads (a database
+/// source's slot and LSN, or last row) and how far behind it is.
+pub fn source_table(body: &Value) -> String {
+    let mut t = Table::new();
+    t.load_preset(UTF8_FULL_CONDENSED);
+    t.set_header(["stream", "source", "state", "position", "lag", "error"]);
+    for s in body["streams"].as_array().into_iter().flatten() {
+        let src = &s["source"];
+        let p = &src["position"];
+        let position = if let Some(slot) = p["slot"].as_str() {
+            format!(
+                "slot {slot}, read {}, confirmed {}, snapshot {} ({} rows)",
+                p["read_lsn"].as_str().unwrap_or("-"),
+                p["confirmed_lsn"].as_str().unwrap_or("-"),
+                p["snapshot"]["state"].as_str().unwrap_or("-"),
+                p["snapshot"]["rows"]
+            )
+        } else if let Some(table) = p["table"].as_str() {
+            format!("{table} after {}", p["last"])
+        } else {
+            String::new()
+        };
+        let mut lag = Vec::new();
+        if let Some(secs) = src["lag_seconds"].as_f64() {
+            lag.push(format!("{secs:.1}s"));
+        }
+        if let Some(bytes) = src["lag_bytes"].as_i64() {
+            lag.push(format!("{bytes} B of WAL"));
+        }
+        t.add_row([
+            s["name"].as_str().unwrap_or("").to_string(),
+            src["engine"].as_str().unwrap_or("").to_string(),
+            src["state"].as_str().unwrap_or("").to_string(),
+            position,
+            lag.join(", "),
+            src["error"].as_str().unwrap_or("").to_string(),
+        ]);
+    }
+    t.to_string()
+}
+
 pub fn status_table(body: &Value) -> String {
     let mut t = Table::new();
     t.load_preset(UTF8_FULL_CONDENSED);

@@ -130,6 +130,8 @@ async fn a_lost_slot_is_a_named_failure_never_a_silent_restart() {
         .await;
     assert_eq!(st["source"]["position"]["slot"], slot.as_str(), "{st}");
     let staged = u(&st["spool"]["last_seq"]);
+    let (_, shown, _) = abrq.cli(&["status", "--server", &abrq.base()]).await;
+    assert!(shown.contains(&format!("slot {slot}, read ")), "{shown}");
     assert!(
         abrq.metrics().await.has("abrq_source_lag_seconds"),
         "lag metric exported"
@@ -174,6 +176,12 @@ async fn a_lost_slot_is_a_named_failure_never_a_silent_restart() {
         error.contains(&format!("replication slot \"{slot}\" no longer exists"))
             && error.contains("Recovery"),
         "{st}"
+    );
+    // the CLI's status names the source's failure and the slot
+    let (_, shown, _) = abrq.cli(&["status", "--server", &abrq.base()]).await;
+    assert!(
+        shown.contains("failing") && shown.contains("no longer exists"),
+        "{shown}"
     );
     let (code, body) = abrq.call(reqwest::Method::GET, "/readyz", None, &[]).await;
     assert_eq!(code, 503, "{body}");

@@ -120,6 +120,7 @@ pub async fn status(remote: &Remote, json: bool) -> anyhow::Result<()> {
     if json {
         print_json(&body);
     } else {
+        println!("{}", report::source_table(&body));
         println!("{}", report::status_table(&body));
     }
     Ok(())
