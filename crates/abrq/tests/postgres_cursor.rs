@@ -131,11 +131,7 @@ impl Db {
     }
 
     async fn drop(self) {
-        for s in [&self.src, &self.dst] {
-            let _ = sqlx::query(&format!("DROP SCHEMA \"{s}\" CASCADE"))
-                .execute(&self.pool)
-                .await;
-        }
+        pg::drop_schemas(&self.pool, &[&self.src, &self.dst]).await;
         self.pool.close().await;
     }
 }

@@ -18,6 +18,7 @@ use serde_json::{Map, Value};
 use sqlx::postgres::PgConnection;
 use sqlx::Connection;
 
+use super::catalog::{self, db_error};
 use super::config::{quote, PostgresSettings};
 use crate::chunk::{Chunk, Limits};
 use crate::file::SourceError;
@@ -92,10 +93,7 @@ impl PgCursorSource {
     }
 
     fn fail(&self, what: &str, e: impl std::fmt::Display) -> SourceError {
-        SourceError::Database {
-            at: self.settings.describe(),
-            message: format!("{what}: {e}"),
-        }
+        db_error(&self.settings.describe(), what, e)
     }
 
     async fn connect(&mut self) -> Result<(), SourceError> {
@@ -254,22 +252,11 @@ impl PgCursorSource {
             return Ok(());
         }
         let conn = self.conn.as_mut().expect("connected");
-        let catalog_key: Vec<(String,)> = sqlx::query_as(
-            "SELECT a.attname::text FROM pg_index i \
-             CROSS JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS k(attnum, ord) \
-             JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum \
-             WHERE i.indrelid = CAST($1::text AS regclass) AND i.indisprimary ORDER BY k.ord",
-        )
-        .bind(&rel)
-        .fetch_all(&mut *conn)
-        .await
-        .map_err(|e| self.fail("cannot read the table's primary key", e))?;
-        let shape = build_shape(
-            &self.settings,
-            columns,
-            catalog_key.into_iter().map(|k| k.0).collect(),
-        )
-        .map_err(|e| self.fail("cannot read this table by cursor", e))?;
+        let catalog_key = catalog::primary_key(conn, &self.settings.table)
+            .await
+            .map_err(|e| self.fail("cannot read the table's primary key", e))?;
+        let shape = build_shape(&self.settings, columns, catalog_key)
+            .map_err(|e| self.fail("cannot read this table by cursor", e))?;
         if let Some(old) = &self.shape {
             tracing::info!(table = %self.settings.table, before = old.columns.len(), after = shape.columns.len(), "source table's columns changed");
         }

@@ -2,6 +2,7 @@
 //! (`mode = "cursor"`), or a table's changes read by logical decoding
 //! (`mode = "cdc"`).
 
+pub mod catalog;
 pub mod cdc;
 pub mod config;
 pub mod cursor;

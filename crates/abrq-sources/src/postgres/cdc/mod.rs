@@ -26,6 +26,7 @@ use serde_json::{Map, Value};
 use sqlx::postgres::PgConnection;
 use sqlx::Connection;
 
+use super::catalog::{self, db_error};
 use super::config::{derived_name, PostgresSettings, Snapshot, TableName};
 use super::cursor::PgCursorSource;
 use crate::chunk::{Chunk, Limits};
@@ -382,7 +383,7 @@ impl PgCdcSource {
     ) -> Result<PgCursorSource, SourceError> {
         let table = self.settings.table.clone();
         let catalog = self.catalog().await?;
-        let key = setup::primary_key(catalog, &table)
+        let key = catalog::primary_key(catalog, &table)
             .await
             .map_err(|e| self.fail("snapshot", e))?;
         let Some(first) = key.first() else {
@@ -732,7 +733,7 @@ impl PgCdcSource {
 
     async fn primary_key(&mut self, table: &TableName) -> Result<Vec<String>, SourceError> {
         let conn = self.catalog().await?;
-        let key = setup::primary_key(conn, table).await;
+        let key = catalog::primary_key(conn, table).await;
         key.map_err(|e| self.fail("relation", e))
     }
 
@@ -743,13 +744,6 @@ impl PgCdcSource {
                 format!("relation {id} was not described in this session"),
             )
         })
-    }
-}
-
-fn db_error(at: &str, what: &str, e: impl std::fmt::Display) -> SourceError {
-    SourceError::Database {
-        at: at.to_string(),
-        message: format!("{what}: {e}"),
     }
 }
 

@@ -178,20 +178,3 @@ pub async fn retained_bytes(conn: &mut PgConnection, name: &str) -> Result<Optio
     .map(Option::flatten)
     .map_err(|e| format!("cannot read slot {name:?}: {e}"))
 }
-
-/// The table's primary key columns, in key order.
-pub async fn primary_key(
-    conn: &mut PgConnection,
-    table: &TableName,
-) -> Result<Vec<String>, String> {
-    sqlx::query_scalar(
-        "SELECT a.attname::text FROM pg_index i \
-         CROSS JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS k(attnum, ord) \
-         JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum \
-         WHERE i.indrelid = to_regclass($1) AND i.indisprimary ORDER BY k.ord",
-    )
-    .bind(table.quoted())
-    .fetch_all(&mut *conn)
-    .await
-    .map_err(|e| format!("cannot read the primary key of {table}: {e}"))
-}
