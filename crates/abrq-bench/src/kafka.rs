@@ -114,7 +114,7 @@ async fn raw_loop(settings: &KafkaSettings, batches: &[Batch]) -> anyhow::Result
                     key: "abrq_op",
                     value: Some("insert"),
                 });
-            let mut rec = FutureRecord::to(&settings.topic)
+            let mut rec = FutureRecord::to(settings.topic.template())
                 .key(key.as_str())
                 .payload(value.as_slice())
                 .headers(headers);

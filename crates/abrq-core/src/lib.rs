@@ -14,5 +14,5 @@ pub use batch::{idempotency_key, Batch, BatchMeta};
 pub use breaker::{Breaker, BreakerConfig, BreakerState, Permit, Transition};
 pub use destination::{CheckReport, DeliveryReport, Destination};
 pub use error::{DeliveryError, Disposition, ReasonClass};
-pub use record::{Item, Op, Record};
+pub use record::{scoped, Item, Op, Record, TableRef};
 pub use retry::{backoff_ceiling, full_jitter, RetryPolicy};

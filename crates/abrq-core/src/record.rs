@@ -44,11 +44,43 @@ impl Record {
     }
 }
 
+/// A table of a database source: its schema (when the database has
+/// schemas) and name.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct TableRef {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schema: Option<String>,
+    pub name: String,
+}
+
+impl TableRef {
+    pub fn new(schema: Option<&str>, name: &str) -> Self {
+        TableRef {
+            schema: schema.map(str::to_string),
+            name: name.to_string(),
+        }
+    }
+}
+
+impl std::fmt::Display for TableRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.schema {
+            Some(s) => write!(f, "{s}.{}", self.name),
+            None => f.write_str(&self.name),
+        }
+    }
+}
+
 /// One entry of a batch: a record or an instruction about the source table.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "lowercase")]
 pub enum Item {
     Record(Record),
+    /// The items after this one, up to the next `Table`, belong to this
+    /// source table. Database sources open every chunk with one, so each
+    /// batch says its tables; a batch without one (files, HTTP ingest) is
+    /// about the stream's single, unnamed table.
+    Table(TableRef),
     /// The source table was emptied at this point of the stream.
     Truncate,
     /// The source's columns changed; `columns` maps name to declared type.
@@ -61,7 +93,54 @@ impl Item {
     pub fn as_record(&self) -> Option<&Record> {
         match self {
             Item::Record(r) => Some(r),
-            Item::Truncate | Item::Schema { .. } => None,
+            Item::Table(_) | Item::Truncate | Item::Schema { .. } => None,
         }
+    }
+}
+
+/// Each item of a batch (table scopes left out) with its index and the
+/// source table it belongs to (`None` before any scope).
+pub fn scoped(items: &[Item]) -> impl Iterator<Item = (usize, Option<&TableRef>, &Item)> {
+    let mut table: Option<&TableRef> = None;
+    items
+        .iter()
+        .enumerate()
+        .filter_map(move |(i, item)| match item {
+            Item::Table(t) => {
+                table = Some(t);
+                None
+            }
+            other => Some((i, table, other)),
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scopes_follow_table_items() {
+        let a = TableRef::new(Some("public"), "a");
+        let b = TableRef::new(None, "b");
+        let items = vec![
+            Item::Truncate,
+            Item::Table(a.clone()),
+            Item::Record(Record::insert(Map::new())),
+            Item::Table(b.clone()),
+            Item::Truncate,
+        ];
+        let seen: Vec<(usize, Option<String>)> = scoped(&items)
+            .map(|(i, t, _)| (i, t.map(ToString::to_string)))
+            .collect();
+        assert_eq!(
+            seen,
+            vec![
+                (0, None),
+                (2, Some("public.a".into())),
+                (4, Some("b".into()))
+            ]
+        );
+        let json = serde_json::to_string(&Item::Table(a)).unwrap();
+        assert_eq!(json, r#"{"kind":"table","schema":"public","name":"a"}"#);
     }
 }

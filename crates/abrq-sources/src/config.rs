@@ -112,6 +112,21 @@ mod tests {
         let s = PostgresSettings::from_config(&source(&text)).unwrap();
         assert_eq!(s.mode, crate::postgres::Mode::Cdc);
         assert_eq!(s.snapshot, crate::postgres::Snapshot::Initial);
+        assert_eq!(s.tables.len(), 2);
+        assert_eq!(s.table.to_string(), "public.orders");
+        let both = text.replace("tables = [", "table = \"t\"\ntables = [");
+        let e = PostgresSettings::from_config(&source(&both)).unwrap_err();
+        assert!(
+            e.contains("streams.source.tables: set table or tables, not both"),
+            "{e}"
+        );
+        let star = text.replace("\"public.*\"", "\"*\"");
+        let star = star.replace("[\"public.orders\", \"public.customers\"]", "[\"*\"]");
+        let e = PostgresSettings::from_config(&source(&star)).unwrap_err();
+        assert!(e.contains("needs its schema"), "{e}");
+        let polled = text.replace("mode = \"cdc\"", "mode = \"cursor\"\ncursor = \"id\"");
+        let e = PostgresSettings::from_config(&source(&polled)).unwrap_err();
+        assert!(e.contains("applies to mode = \"cdc\" only"), "{e}");
     }
 
     #[test]

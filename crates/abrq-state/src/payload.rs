@@ -11,6 +11,7 @@
 //! | `D{fields}`   | delete record            |
 //! | `T`           | truncate instruction     |
 //! | `S{columns}`  | schema instruction       |
+//! | `N{table}`    | the source table of the items after it (`{"schema":..,"name":..}`) |
 //!
 //! A record's fields are written as the object they are, not wrapped in
 //! another one, so a payload nests exactly as deep as the records it holds:
@@ -83,6 +84,10 @@ fn write_item<W: io::Write>(mut w: W, item: &Item) -> Result<(), serde_json::Err
             serde_json::to_writer(&mut w, &r.fields)?;
         }
         Item::Truncate => w.write_all(b"T").map_err(io_err)?,
+        Item::Table(t) => {
+            w.write_all(b"N").map_err(io_err)?;
+            serde_json::to_writer(&mut w, t)?;
+        }
         Item::Schema { columns } => {
             w.write_all(b"S").map_err(io_err)?;
             serde_json::to_writer(&mut w, columns)?;
@@ -136,6 +141,7 @@ pub fn decode_lines(bytes: &[u8]) -> Result<Vec<Item>, LineError> {
             b'S' => Item::Schema {
                 columns: serde_json::from_slice(rest).map_err(json)?,
             },
+            b'N' => Item::Table(serde_json::from_slice(rest).map_err(json)?),
             b'{' => serde_json::from_slice::<Item>(line).map_err(json)?,
             b' ' | b'\t' | b'\r' if line.iter().all(u8::is_ascii_whitespace) => continue,
             other => {
@@ -188,6 +194,7 @@ mod tests {
                 fields: obj(json!({"id": 2})),
             }),
             Item::Truncate,
+            Item::Table(abrq_core::TableRef::new(Some("public"), "orders")),
             Item::Schema {
                 columns: obj(json!({"id": "bigint", "note": "text"})),
             },
@@ -276,7 +283,7 @@ mod tests {
 
         let torn = encode(&sample()).unwrap();
         let err = decode(3, &torn[..torn.len() - 3]).unwrap_err();
-        assert!(err.to_string().contains("line 6"), "{err}");
+        assert!(err.to_string().contains("line 7"), "{err}");
 
         let err = decode(3, b"T\nX{}").unwrap_err();
         assert!(

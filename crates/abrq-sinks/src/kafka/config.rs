@@ -12,6 +12,7 @@ use abrq_core::config::{DestinationConfig, Secret, Text};
 use rdkafka::ClientConfig;
 use serde::Deserialize;
 
+use super::topic::Topic;
 use crate::config::{invalid, required, text, Connection};
 
 pub const CONNECTION: Connection = Connection {
@@ -46,7 +47,8 @@ pub struct KafkaSettings {
     pub destination: String,
     /// Bootstrap servers, `host:port[,host:port]`.
     pub brokers: String,
-    pub topic: String,
+    /// The topic, or a template naming the source table (`{table}`).
+    pub topic: Topic,
     /// The field whose value becomes the message key.
     pub partition_key: Option<String>,
     /// SASL is on when a username is set.
@@ -75,10 +77,8 @@ impl KafkaSettings {
         let own: KafkaOptions = cfg.options.parse()?;
         let hosts = required(cfg, "host", &cfg.host)?;
         let brokers = bootstrap(hosts, cfg.port).map_err(|e| invalid(cfg, "host", e))?;
-        let topic = required(cfg, "database", &cfg.database)?.to_string();
-        if let Some(why) = invalid_topic(&topic) {
-            return Err(invalid(cfg, "database", format!("topic {topic:?}: {why}")));
-        }
+        let topic = required(cfg, "database", &cfg.database)?;
+        let topic = Topic::parse(topic).map_err(|why| invalid(cfg, "database", why))?;
         let username = text(&cfg.username).map(str::to_string);
         let password = cfg.password.clone().filter(|p| !p.is_empty());
         if password.is_some() && username.is_none() {
@@ -229,20 +229,4 @@ fn bootstrap(hosts: &str, port: Option<u16>) -> Result<String, String> {
         });
     }
     Ok(out.join(","))
-}
-
-/// Kafka's own topic name rule, so a typo fails at validation, not at send.
-fn invalid_topic(t: &str) -> Option<&'static str> {
-    if t.len() > 249 {
-        Some("longer than 249 characters")
-    } else if t == "." || t == ".." {
-        Some("'.' and '..' are not topic names")
-    } else if !t
-        .chars()
-        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
-    {
-        Some("only ASCII letters, digits, '.', '_' and '-' are allowed")
-    } else {
-        None
-    }
 }

@@ -1,9 +1,9 @@
 //! [`KafkaDestination`]: one message per record, sends pipelined, the batch
 //! delivered only when every record's delivery report succeeded.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use abrq_core::{Batch, CheckReport, DeliveryError, DeliveryReport, Destination, Item, Op};
@@ -17,7 +17,8 @@ use super::config::KafkaSettings;
 use super::context::ClientErrors;
 use super::errors::kafka_error;
 use super::message;
-use super::metadata::fetch_partitions;
+use super::metadata::{fetch_partitions, fetch_topic_count};
+use crate::failure::Failure;
 
 pub(super) type KafkaProducer = FutureProducer<ClientErrors>;
 
@@ -29,6 +30,9 @@ const REFUSAL_POLL: Duration = Duration::from_millis(250);
 struct Encoded {
     index: usize,
     op: Op,
+    topic: Arc<str>,
+    /// The source table, for the `abrq_table` header.
+    table: Option<Arc<str>>,
     key: Option<String>,
     value: Vec<u8>,
 }
@@ -40,9 +44,9 @@ pub struct KafkaDestination {
     producer: Mutex<Option<KafkaProducer>>,
     /// Shared with every producer made: outlives their rebuilds.
     client_errors: ClientErrors,
-    /// The topic's partition count for round-robin placement; forgotten
+    /// Each topic's partition count for round-robin placement; forgotten
     /// after a failed attempt, so added partitions are picked up.
-    partitions: Mutex<Option<i32>>,
+    partitions: Mutex<HashMap<Arc<str>, i32>>,
     next_partition: AtomicUsize,
 }
 
@@ -52,7 +56,7 @@ impl KafkaDestination {
             settings,
             producer: Mutex::new(None),
             client_errors: ClientErrors::default(),
-            partitions: Mutex::new(None),
+            partitions: Mutex::new(HashMap::new()),
             next_partition: AtomicUsize::new(0),
         }
     }
@@ -70,27 +74,43 @@ impl KafkaDestination {
             .settings
             .client_config()
             .create_with_context(self.client_errors.clone())
-            .map_err(|e| kafka_error("create a producer", &self.settings.topic, e))?;
+            .map_err(|e| kafka_error("create a producer", self.settings.topic.template(), e))?;
         *slot = Some(p.clone());
         Ok(p)
     }
 
-    fn cached_partitions(&self) -> std::sync::MutexGuard<'_, Option<i32>> {
+    fn cached_partitions(&self) -> std::sync::MutexGuard<'_, HashMap<Arc<str>, i32>> {
         self.partitions.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    async fn fetch_partitions(&self, producer: KafkaProducer) -> Result<i32, DeliveryError> {
-        let (topic, errors) = (self.settings.topic.clone(), self.client_errors.clone());
-        fetch_partitions(producer, topic, errors).await
+    async fn partition_count(
+        &self,
+        producer: &KafkaProducer,
+        topic: &Arc<str>,
+    ) -> Result<i32, DeliveryError> {
+        if let Some(n) = self.cached_partitions().get(topic) {
+            return Ok(*n);
+        }
+        let errors = self.client_errors.clone();
+        let n = fetch_partitions(producer.clone(), topic.to_string(), errors).await?;
+        self.cached_partitions().insert(topic.clone(), n);
+        Ok(n)
     }
 
-    async fn partition_count(&self, producer: &KafkaProducer) -> Result<i32, DeliveryError> {
-        if let Some(n) = *self.cached_partitions() {
-            return Ok(n);
+    /// The partition count of each topic an unkeyed record goes to.
+    async fn partition_counts(
+        &self,
+        producer: &KafkaProducer,
+        records: &[Encoded],
+    ) -> Result<HashMap<Arc<str>, i32>, DeliveryError> {
+        let mut out = HashMap::new();
+        for m in records.iter().filter(|m| m.key.is_none()) {
+            if !out.contains_key(&m.topic) {
+                let n = self.partition_count(producer, &m.topic).await?;
+                out.insert(m.topic.clone(), n);
+            }
         }
-        let n = self.fetch_partitions(producer.clone()).await?;
-        *self.cached_partitions() = Some(n);
-        Ok(n)
+        Ok(out)
     }
 
     fn encode(
@@ -99,21 +119,42 @@ impl KafkaDestination {
         report: &mut DeliveryReport,
     ) -> Result<Vec<Encoded>, DeliveryError> {
         let mut out = Vec::with_capacity(batch.items.len());
-        for (index, item) in batch.items.iter().enumerate() {
+        let topic = &self.settings.topic;
+        // the topic and table of the current scope, rendered once per scope
+        let mut scope: Option<(Arc<str>, Option<Arc<str>>)> = None;
+        let mut current = None;
+        for (index, table, item) in abrq_core::scoped(&batch.items) {
             match item {
-                Item::Record(r) => out.push(Encoded {
-                    index,
-                    op: r.op,
-                    key: self
-                        .settings
-                        .partition_key
-                        .as_deref()
-                        .and_then(|f| message::key(r, f)),
-                    value: message::value(r, index)?,
-                }),
+                Item::Record(r) => {
+                    if scope.is_none() || current != table {
+                        let name = topic.render(table).map_err(|e| {
+                            Failure::Encoding {
+                                record: Some(index),
+                            }
+                            .error(e)
+                        })?;
+                        let t = table.map(|t| Arc::<str>::from(t.to_string()));
+                        scope = Some((Arc::from(name), t));
+                        current = table;
+                    }
+                    let (topic, table) = scope.clone().expect("set above");
+                    out.push(Encoded {
+                        index,
+                        op: r.op,
+                        topic,
+                        table,
+                        key: self
+                            .settings
+                            .partition_key
+                            .as_deref()
+                            .and_then(|f| message::key(r, f)),
+                        value: message::value(r, index)?,
+                    })
+                }
                 // Kafka is a sink only: no truncation, no schema evolution.
                 Item::Truncate => report.ignored_truncates += 1,
                 Item::Schema { .. } => report.ignored_schemas += 1,
+                Item::Table(_) => {}
             }
         }
         Ok(out)
@@ -127,9 +168,8 @@ impl KafkaDestination {
         producer: &KafkaProducer,
         batch: &Batch,
         records: &[Encoded],
-        partitions: Option<i32>,
+        partitions: &HashMap<Arc<str>, i32>,
     ) -> Result<(), DeliveryError> {
-        let topic = self.settings.topic.as_str();
         let mut pending: VecDeque<(usize, DeliveryFuture)> = VecDeque::new();
         let mut failed: Option<DeliveryError> = None;
         for m in records {
@@ -138,13 +178,15 @@ impl KafkaDestination {
                 m.index,
                 &self.settings.stream,
                 m.op,
+                m.table.as_deref(),
             );
+            let topic: &str = &m.topic;
             let mut rec = FutureRecord::<str, [u8]>::to(topic)
                 .payload(&m.value)
                 .headers(headers);
-            match (&m.key, partitions) {
+            match (&m.key, partitions.get(&m.topic)) {
                 (Some(k), _) => rec = rec.key(k.as_str()),
-                (None, Some(n)) => {
+                (None, Some(&n)) => {
                     let next = self.next_partition.fetch_add(1, Ordering::Relaxed);
                     rec = rec.partition(i32::try_from(next % n as usize).unwrap_or(0));
                 }
@@ -161,7 +203,7 @@ impl KafkaDestination {
                     Err((KafkaError::MessageProduction(Code::QueueFull), back)) => {
                         rec = back;
                         match pending.pop_front() {
-                            Some((i, f)) => note(&mut failed, topic, i, f.await),
+                            Some((i, f)) => note(&mut failed, &topic_of(records, i), i, f.await),
                             None => tokio::time::sleep(Duration::from_millis(5)).await,
                         }
                     }
@@ -176,10 +218,18 @@ impl KafkaDestination {
             }
         }
         for (i, f) in pending {
-            note(&mut failed, topic, i, f.await);
+            note(&mut failed, &topic_of(records, i), i, f.await);
         }
         failed.map_or(Ok(()), Err)
     }
+}
+
+/// The topic of the record at batch item `index`, for messages.
+fn topic_of(records: &[Encoded], index: usize) -> Arc<str> {
+    let at = records.partition_point(|m| m.index < index);
+    records
+        .get(at)
+        .map_or_else(|| Arc::from(""), |m| m.topic.clone())
 }
 
 /// Keeps the first failure among the delivery reports. `Canceled` is the
@@ -239,18 +289,14 @@ impl KafkaDestination {
             return Ok(report);
         }
         let producer = self.producer()?;
-        let partitions = if records.iter().any(|m| m.key.is_none()) {
-            Some(self.partition_count(&producer).await?)
-        } else {
-            None
-        };
+        let partitions = self.partition_counts(&producer, &records).await?;
         // Aborted when dropped: on every way out of this attempt, the engine
         // cutting it off at its timeout included.
         let watchdog = self.purge_if_refused(&producer);
-        let sent = self.send_all(&producer, batch, &records, partitions).await;
+        let sent = self.send_all(&producer, batch, &records, &partitions).await;
         drop(watchdog);
         if let Err(e) = sent {
-            *self.cached_partitions() = None;
+            self.cached_partitions().clear();
             // Every report is in, so the producer holds nothing: the next
             // attempt starts a new one. After timeouts librdkafka bumps its
             // idempotent epoch, which a broker may answer by fencing the
@@ -292,13 +338,24 @@ impl KafkaDestination {
 
     async fn check_topic(&self) -> Result<CheckReport, DeliveryError> {
         let producer = self.producer()?;
-        let n = self.fetch_partitions(producer).await?;
-        *self.cached_partitions() = Some(n);
+        let topic = &self.settings.topic;
+        let brokers = &self.settings.brokers;
+        if topic.per_table() {
+            let errors = self.client_errors.clone();
+            let n = fetch_topic_count(producer, topic.template().to_string(), errors).await?;
+            return Ok(CheckReport {
+                detail: format!(
+                    "connected (bootstrap {brokers}, {n} topics); topic {:?} is chosen per source \
+                     table, and each must exist (or the brokers must create topics)",
+                    topic.template()
+                ),
+            });
+        }
+        let name: Arc<str> = Arc::from(topic.template());
+        self.cached_partitions().remove(&name);
+        let n = self.partition_count(&producer, &name).await?;
         Ok(CheckReport {
-            detail: format!(
-                "topic {} exists with {n} partitions (bootstrap {})",
-                self.settings.topic, self.settings.brokers
-            ),
+            detail: format!("topic {name} exists with {n} partitions (bootstrap {brokers})"),
         })
     }
 }

@@ -1,7 +1,8 @@
 //! One record as one Kafka message: the value is the record's fields as
 //! JSON (plus `_abrq_op` for updates and deletes, as in JSONL objects), the
 //! key is the `partition_key` field's value, and three headers let
-//! consumers deduplicate and tell operations apart.
+//! consumers deduplicate and tell operations apart (a fourth, `abrq_table`,
+//! names a database source's table).
 
 use abrq_core::{DeliveryError, Op, Record};
 use rdkafka::message::{Header, OwnedHeaders};
@@ -14,6 +15,8 @@ use crate::object::encode::{check_op_field, FlatJson};
 pub const IDEMPOTENCY_HEADER: &str = "abrq_idempotency_key";
 pub const STREAM_HEADER: &str = "abrq_stream";
 pub const OP_HEADER: &str = "abrq_op";
+/// The source table (`schema.name`), on records of database sources.
+pub const TABLE_HEADER: &str = "abrq_table";
 
 /// The message value. Item `index` names the record in an error.
 pub fn value(record: &Record, index: usize) -> Result<Vec<u8>, DeliveryError> {
@@ -39,9 +42,15 @@ pub fn key(record: &Record, field: &str) -> Option<String> {
 
 /// `abrq_idempotency_key` = `{batch key}:{item index}`: unique per record,
 /// identical when the batch is replayed.
-pub fn headers(batch_key: &str, index: usize, stream: &str, op: Op) -> OwnedHeaders {
+pub fn headers(
+    batch_key: &str,
+    index: usize,
+    stream: &str,
+    op: Op,
+    table: Option<&str>,
+) -> OwnedHeaders {
     let idempotency = format!("{batch_key}:{index}");
-    OwnedHeaders::new_with_capacity(3)
+    let headers = OwnedHeaders::new_with_capacity(4)
         .insert(Header {
             key: IDEMPOTENCY_HEADER,
             value: Some(&idempotency),
@@ -53,5 +62,12 @@ pub fn headers(batch_key: &str, index: usize, stream: &str, op: Op) -> OwnedHead
         .insert(Header {
             key: OP_HEADER,
             value: Some(op.as_str()),
-        })
+        });
+    match table {
+        Some(t) => headers.insert(Header {
+            key: TABLE_HEADER,
+            value: Some(t),
+        }),
+        None => headers,
+    }
 }

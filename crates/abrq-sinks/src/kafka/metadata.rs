@@ -64,3 +64,27 @@ pub(super) async fn fetch_partitions(
     .await
     .map_err(|join| Failure::Unknown.error(join))?
 }
+
+/// How many topics the cluster has: proves the brokers answer, for
+/// `check()` of a destination whose topic depends on the record.
+pub(super) async fn fetch_topic_count(
+    producer: KafkaProducer,
+    what: String,
+    errors: ClientErrors,
+) -> Result<usize, DeliveryError> {
+    tokio::task::spawn_blocking(move || {
+        let started = Instant::now();
+        let deadline = started + METADATA_TIMEOUT;
+        loop {
+            match producer.client().fetch_metadata(None, METADATA_STEP) {
+                Ok(md) => return Ok(md.topics().len()),
+                Err(e) if Instant::now() >= deadline || errors.refusal_since(started).is_some() => {
+                    return Err(kafka_error("fetch metadata", &what, e));
+                }
+                Err(_) => {}
+            }
+        }
+    })
+    .await
+    .map_err(|join| Failure::Unknown.error(join))?
+}

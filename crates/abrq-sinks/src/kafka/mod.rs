@@ -1,7 +1,7 @@
 //! The `kafka` engine: one message per record, keyed by the `partition_key`
 //! field (murmur2, as Java places keys) or spread round-robin, acks=all and
 //! idempotence on. Config in `config.rs`: `host` = bootstrap servers,
-//! `database` = topic, `username`/`password` = SASL (off when empty;
+//! `database` = topic (`{table}` in it: one topic per source table), `username`/`password` = SASL (off when empty;
 //! `sasl_mechanism` PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512), `tls` and
 //! `tls_ca_file` for TLS.
 
@@ -11,6 +11,7 @@ mod destination;
 pub mod errors;
 pub mod message;
 mod metadata;
+pub mod topic;
 
 #[cfg(test)]
 mod tests;

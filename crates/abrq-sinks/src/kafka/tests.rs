@@ -179,7 +179,7 @@ fn value_marks_only_non_inserts_and_key_is_the_fields_text() {
 
 #[test]
 fn headers_name_record_stream_and_op() {
-    let h = message::headers("k", 3, "orders", Op::Update);
+    let h = message::headers("k", 3, "orders", Op::Update, None);
     let got: Vec<(String, Vec<u8>)> = h
         .iter()
         .map(|h| (h.key.to_string(), h.value.unwrap().to_vec()))

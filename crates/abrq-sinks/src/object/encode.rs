@@ -22,6 +22,10 @@ use crate::failure::Failure;
 /// The field (JSONL) or column (CSV) that carries a non-insert operation.
 pub const OP_FIELD: &str = "_abrq_op";
 
+/// The field (JSONL, Parquet) or column (CSV) that names a record's source
+/// table, in batches from database sources (`schema.name`).
+pub const TABLE_FIELD: &str = "_abrq_table";
+
 /// zlib's own default: the usual size/speed balance, and what readers of
 /// `.gz` files expect.
 pub const GZIP_LEVEL: u32 = 6;
@@ -42,6 +46,46 @@ pub struct Encoded {
 /// always yields the same bytes (the gzip header carries no timestamp), so
 /// a replay stores an identical object.
 pub fn encode(format: ObjectFormat, batch: &Batch) -> Result<Encoded, DeliveryError> {
+    match with_tables(batch)? {
+        Some(flat) => encode_flat(format, &flat),
+        None => encode_flat(format, batch),
+    }
+}
+
+/// A batch whose items carry table scopes, as a batch whose records each
+/// say their table in [`TABLE_FIELD`] (one object per batch still holds
+/// every table's rows); `None` when the batch has no scope.
+fn with_tables(batch: &Batch) -> Result<Option<Batch>, DeliveryError> {
+    if !batch.items.iter().any(|i| matches!(i, Item::Table(_))) {
+        return Ok(None);
+    }
+    // the scopes stay (encoding skips them) so item indices still name
+    // the batch's own items in errors
+    let mut items = batch.items.clone();
+    let mut table: Option<String> = None;
+    for (i, item) in items.iter_mut().enumerate() {
+        match item {
+            Item::Table(t) => table = Some(t.to_string()),
+            Item::Record(r) => {
+                let Some(t) = &table else { continue };
+                if r.fields.contains_key(TABLE_FIELD) {
+                    return Err(Failure::Encoding { record: Some(i) }.error(format!(
+                        "a record of table {t} has a field named {TABLE_FIELD}"
+                    )));
+                }
+                r.fields
+                    .insert(TABLE_FIELD.into(), Value::String(t.clone()));
+            }
+            Item::Truncate | Item::Schema { .. } => {}
+        }
+    }
+    Ok(Some(Batch {
+        meta: batch.meta.clone(),
+        items,
+    }))
+}
+
+fn encode_flat(format: ObjectFormat, batch: &Batch) -> Result<Encoded, DeliveryError> {
     let mut enc = Encoded {
         data: Vec::new(),
         rows: 0,
@@ -56,6 +100,7 @@ pub fn encode(format: ObjectFormat, batch: &Batch) -> Result<Encoded, DeliveryEr
             }
             Item::Truncate => enc.ignored_truncates += 1,
             Item::Schema { .. } => enc.ignored_schemas += 1,
+            Item::Table(_) => {}
         }
     }
     // The staged size is the records as JSON: close to the encoded size.
@@ -425,5 +470,46 @@ mod tests {
             Disposition::DeadLetter(ReasonClass::Encoding)
         );
         assert_eq!(e.record_index, Some(2));
+    }
+
+    #[test]
+    fn each_record_says_its_table_when_the_batch_has_tables() {
+        let rec = |op, v: Value| {
+            Item::Record(Record {
+                op,
+                fields: v.as_object().unwrap().clone(),
+            })
+        };
+        let b = batch_of(
+            1,
+            vec![
+                Item::Table(abrq_core::TableRef::new(Some("public"), "a")),
+                rec(Op::Insert, json!({"id": 1})),
+                Item::Table(abrq_core::TableRef::new(Some("public"), "b")),
+                Item::Truncate,
+                rec(Op::Delete, json!({"id": 2})),
+            ],
+        );
+        let enc = encode(ObjectFormat::Jsonl, &b).unwrap();
+        assert_eq!(
+            String::from_utf8(enc.data).unwrap(),
+            "{\"id\":1,\"_abrq_table\":\"public.a\"}\n\
+             {\"id\":2,\"_abrq_table\":\"public.b\",\"_abrq_op\":\"delete\"}\n"
+        );
+        assert_eq!((enc.rows, enc.ignored_truncates), (2, 1));
+        let csv = encode(ObjectFormat::Csv, &b).unwrap().data;
+        assert_eq!(
+            String::from_utf8(csv).unwrap(),
+            "id,_abrq_table,_abrq_op\n1,public.a,insert\n2,public.b,delete\n"
+        );
+        let clash = batch_of(
+            1,
+            vec![
+                Item::Table(abrq_core::TableRef::new(None, "a")),
+                rec(Op::Insert, json!({"_abrq_table": 1})),
+            ],
+        );
+        let e = encode(ObjectFormat::Jsonl, &clash).unwrap_err();
+        assert_eq!(e.record_index, Some(1));
     }
 }

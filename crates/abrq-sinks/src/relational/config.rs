@@ -1,7 +1,8 @@
 //! The `postgres` and `mysql` engines' config, validated without I/O, and
 //! the connect options built from it. Connection fields: `host` the server
 //! (127.0.0.1), `port` its port (5432, 3306), `database` the database,
-//! `username` and `password` the login. Own keys: `table` (required),
+//! `username` and `password` the login. Own keys: `table` (required; with
+//! `{table}` in it, one target table per source table),
 //! `schema`, `schema_drift`, `truncate`, `mode`, `primary_key`, `tls`,
 //! `tls_ca_file`.
 
@@ -123,7 +124,43 @@ pub struct RelationalSettings {
     pub connect_timeout: Duration,
 }
 
+/// `template` with the source table's name and schema filled in.
+fn render(template: &str, table: &str, schema: &str) -> String {
+    template
+        .replace("{table}", table)
+        .replace("{schema}", schema)
+}
+
 impl RelationalSettings {
+    /// Whether `table` names the target after each source table.
+    pub fn per_table(&self) -> bool {
+        self.table.contains("{table}") || self.table.contains("{schema}")
+    }
+
+    /// The target table for items of `source` (`None`: a source without
+    /// tables, such as a file).
+    pub fn target(&self, source: Option<&abrq_core::TableRef>) -> Result<String, String> {
+        if !self.per_table() {
+            return Ok(self.table.clone());
+        }
+        let Some(t) = source else {
+            return Err(format!(
+                "table {:?} names the source table, but this batch's records have none \
+                 (only database sources say their table)",
+                self.table
+            ));
+        };
+        let name = render(
+            &self.table,
+            &t.name,
+            t.schema.as_deref().unwrap_or_default(),
+        );
+        match self.dialect.invalid_name(&name) {
+            None => Ok(name),
+            Some(why) => Err(format!("table {name:?} for source table {t}: {why}")),
+        }
+    }
+
     pub fn from_config(stream: &str, cfg: &DestinationConfig) -> Result<Self, String> {
         let dialect = match cfg.engine {
             DestinationEngine::Postgres => Dialect::Postgres,
@@ -140,7 +177,7 @@ impl RelationalSettings {
         if table.is_empty() {
             return Err(invalid(cfg, "table", "table is required"));
         }
-        if let Some(why) = dialect.invalid_name(&table) {
+        if let Some(why) = dialect.invalid_name(&render(&table, "t", "s")) {
             return Err(invalid(cfg, "table", format!("table: {why}")));
         }
         let schema = text(&own.schema);

@@ -1,16 +1,21 @@
-//! [`RelationalDestination`]: the delivery flow both engines share. Plan
-//! the batch against the table (cached between batches, re-read whenever
-//! the plan would change it or anything failed), run the plan as one
-//! transaction, and when the database refuses a row, find which one.
+//! [`RelationalDestination`]: the delivery flow both engines share. Split
+//! the batch by target table (one, or one per source table when `table`
+//! holds `{table}`), plan each part against its table (cached between
+//! batches, re-read whenever the plan would change it or anything failed),
+//! run every part in one transaction, and when the database refuses a
+//! row, find which one.
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use abrq_core::{Batch, BatchMeta, CheckReport, DeliveryError, DeliveryReport, Destination};
+use abrq_core::{
+    scoped, Batch, BatchMeta, CheckReport, DeliveryError, DeliveryReport, Destination, Item,
+};
 use async_trait::async_trait;
 
 use super::config::RelationalSettings;
 use super::errors::DbError;
-use super::plan::{plan, Plan, Policy, Step};
+use super::plan::{plan, Items, Plan, Policy, Step};
 use super::table::TableInfo;
 use crate::failure::Failure;
 
@@ -47,27 +52,41 @@ impl From<DbError> for RunError {
     }
 }
 
+/// One target table's part of a batch: its (unquoted) name and plan.
+pub struct Part<'a> {
+    pub table: String,
+    pub plan: Plan<'a>,
+}
+
 /// What one engine does; everything else is shared.
 #[async_trait]
 pub trait Backend: Send + Sync + 'static {
     fn kind(&self) -> &'static str;
     /// The target table as the catalog has it, or `None` when missing.
-    async fn load_table(&self) -> Result<Option<TableInfo>, DbError>;
-    /// Runs `plan` for the batch described by `meta`.
-    async fn apply(&self, meta: &BatchMeta, plan: &Plan<'_>, run: Run)
-        -> Result<Applied, RunError>;
+    async fn load_table(&self, table: &str) -> Result<Option<TableInfo>, DbError>;
+    /// Runs every part of the batch described by `meta`, in one
+    /// transaction with one ledger row.
+    async fn apply(
+        &self,
+        meta: &BatchMeta,
+        parts: &[Part<'_>],
+        run: Run,
+    ) -> Result<Applied, RunError>;
     /// Connects and makes sure the ledger exists; returns where it connected.
     async fn connect(&self) -> Result<String, DbError>;
     /// The table's quoted, qualified name, for messages.
-    async fn table_name(&self) -> Result<String, DbError>;
+    async fn table_name(&self, table: &str) -> Result<String, DbError>;
 }
+
+/// A batch's items by target table, in the order each table first appears.
+type Groups<'a> = Vec<(String, Vec<(usize, &'a Item)>)>;
 
 pub struct RelationalDestination<B> {
     backend: B,
     settings: Arc<RelationalSettings>,
     policy: Policy,
-    /// The table as last seen: `None` = unknown, `Some(None)` = missing.
-    cache: Mutex<Option<Option<TableInfo>>>,
+    /// Each table as last seen: absent = unknown, `None` = missing.
+    cache: Mutex<HashMap<String, Option<TableInfo>>>,
 }
 
 impl<B: Backend> RelationalDestination<B> {
@@ -83,7 +102,7 @@ impl<B: Backend> RelationalDestination<B> {
             backend,
             settings,
             policy,
-            cache: Mutex::new(None),
+            cache: Mutex::new(HashMap::new()),
         }
     }
 
@@ -91,51 +110,88 @@ impl<B: Backend> RelationalDestination<B> {
         &self.backend
     }
 
-    fn cached(&self) -> Option<Option<TableInfo>> {
-        self.cache.lock().unwrap_or_else(|p| p.into_inner()).clone()
-    }
-
-    fn remember(&self, t: Option<Option<TableInfo>>) {
-        *self.cache.lock().unwrap_or_else(|p| p.into_inner()) = t;
+    fn cache(&self) -> std::sync::MutexGuard<'_, HashMap<String, Option<TableInfo>>> {
+        self.cache.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Reads the table from the catalog (None: it does not exist yet) and
     /// caches what it read.
-    async fn reload_table(&self) -> Result<Option<TableInfo>, DeliveryError> {
-        let table = self
+    async fn reload_table(&self, table: &str) -> Result<Option<TableInfo>, DeliveryError> {
+        let info = self
             .backend
-            .load_table()
+            .load_table(table)
             .await
             .map_err(DbError::into_delivery)?;
-        self.remember(Some(table.clone()));
-        Ok(table)
+        self.cache().insert(table.to_string(), info.clone());
+        Ok(info)
+    }
+
+    /// The batch's items by target table; a target that cannot be named
+    /// is the batch's fault (a `rejected` dead letter at that item).
+    fn groups<'a>(&self, batch: &'a Batch) -> Result<Groups<'a>, DeliveryError> {
+        let mut out: Groups<'a> = Vec::new();
+        let mut current: Option<(Option<&abrq_core::TableRef>, usize)> = None;
+        for (i, source, item) in scoped(&batch.items) {
+            let at = match current {
+                Some((s, at)) if s == source => at,
+                _ => {
+                    let target = self
+                        .settings
+                        .target(source)
+                        .map_err(|why| Failure::Rejected { record: Some(i) }.error(why))?;
+                    let at = match out.iter().position(|(t, _)| *t == target) {
+                        Some(at) => at,
+                        None => {
+                            out.push((target, Vec::new()));
+                            out.len() - 1
+                        }
+                    };
+                    current = Some((source, at));
+                    at
+                }
+            };
+            out[at].1.push((i, item));
+        }
+        Ok(out)
     }
 
     /// Plans against the cached table; re-reads the catalog first when
     /// nothing is cached, and again when the cached view would lead to DDL
     /// or a drift error (an operator may have changed the table since).
-    async fn plan<'a>(&self, batch: &'a Batch) -> Result<Plan<'a>, DeliveryError> {
-        if let Some(table) = self.cached() {
-            match plan(batch, table.as_ref(), &self.policy) {
+    async fn plan<'a>(&self, table: &str, items: Items<'_, 'a>) -> Result<Plan<'a>, DeliveryError> {
+        let cached = self.cache().get(table).cloned();
+        if let Some(info) = cached {
+            match plan(items, info.as_ref(), &self.policy) {
                 Ok(p) if !p.has_ddl() => return Ok(p),
                 Ok(_) | Err(_) => {}
             }
         }
-        let table = self.reload_table().await?;
-        Ok(plan(batch, table.as_ref(), &self.policy)?)
+        let info = self.reload_table(table).await?;
+        Ok(plan(items, info.as_ref(), &self.policy)?)
     }
 
     /// Runs the batch again one row per statement to name the refused row.
-    async fn find_row(&self, batch: &Batch, first: DbError) -> DeliveryError {
-        let table = match self.backend.load_table().await {
-            Ok(t) => t,
-            Err(_) => return first.into_delivery(),
-        };
-        let plan = match plan(batch, table.as_ref(), &self.policy) {
-            Ok(p) => p,
-            Err(e) => return e.into(),
-        };
-        match self.backend.apply(&batch.meta, &plan, Run::FindRow).await {
+    async fn find_row(
+        &self,
+        meta: &BatchMeta,
+        groups: &Groups<'_>,
+        first: DbError,
+    ) -> DeliveryError {
+        let mut parts = Vec::with_capacity(groups.len());
+        for (table, items) in groups {
+            let info = match self.backend.load_table(table).await {
+                Ok(t) => t,
+                Err(_) => return first.into_delivery(),
+            };
+            match plan(Items(items), info.as_ref(), &self.policy) {
+                Ok(plan) => parts.push(Part {
+                    table: table.clone(),
+                    plan,
+                }),
+                Err(e) => return e.into(),
+            }
+        }
+        match self.backend.apply(meta, &parts, Run::FindRow).await {
             Err(RunError {
                 error,
                 item: Some(i),
@@ -145,6 +201,24 @@ impl<B: Backend> RelationalDestination<B> {
             // retry decide with a fresh view rather than dead-letter.
             Ok(_) => Failure::Conflict.error(first),
         }
+    }
+
+    /// Plans every part; on failure the cache is forgotten.
+    async fn plan_all<'a>(&self, groups: &Groups<'a>) -> Result<Vec<Part<'a>>, DeliveryError> {
+        let mut parts = Vec::with_capacity(groups.len());
+        for (table, items) in groups {
+            match self.plan(table, Items(items)).await {
+                Ok(plan) => parts.push(Part {
+                    table: table.clone(),
+                    plan,
+                }),
+                Err(e) => {
+                    self.cache().clear();
+                    return Err(e);
+                }
+            }
+        }
+        Ok(parts)
     }
 }
 
@@ -173,33 +247,39 @@ impl<B: Backend> Destination for RelationalDestination<B> {
     }
 
     async fn deliver(&self, batch: &Batch) -> Result<DeliveryReport, DeliveryError> {
-        let plan = self
-            .plan(batch)
-            .await
-            .inspect_err(|_| self.remember(None))?;
-        match self.backend.apply(&batch.meta, &plan, Run::Commit).await {
+        let groups = self.groups(batch)?;
+        if groups.is_empty() {
+            return Ok(DeliveryReport::default());
+        }
+        let parts = self.plan_all(&groups).await?;
+        match self.backend.apply(&batch.meta, &parts, Run::Commit).await {
             Ok(Applied::Committed) => {
-                self.remember(Some(Some(plan.table.clone())));
-                let c = plan.counts;
-                Ok(DeliveryReport {
-                    bytes: written_bytes(&plan),
-                    ignored_truncates: c.ignored_truncates,
-                    ignored_schemas: c.ignored_schemas,
-                    dropped_values: c.dropped_values,
-                    dropped_rows: c.dropped_rows,
-                })
+                let mut report = DeliveryReport::default();
+                let mut cache = self.cache();
+                for part in &parts {
+                    cache.insert(part.table.clone(), Some(part.plan.table.clone()));
+                    let c = part.plan.counts;
+                    report.bytes += written_bytes(&part.plan);
+                    report.ignored_truncates += c.ignored_truncates;
+                    report.ignored_schemas += c.ignored_schemas;
+                    report.dropped_values += c.dropped_values;
+                    report.dropped_rows += c.dropped_rows;
+                }
+                Ok(report)
             }
             // Counted when it was applied; counting again would double
             // the drop metrics for one batch.
             Ok(Applied::AlreadyApplied) | Ok(Applied::RolledBack) => {
-                self.remember(None);
+                self.cache().clear();
                 Ok(DeliveryReport::default())
             }
             Err(RunError { error, item }) => {
-                self.remember(None);
+                self.cache().clear();
                 match item {
                     Some(i) => Err(error.into_delivery().at_record(i)),
-                    None if error.kind.blames_a_row() => Err(self.find_row(batch, error).await),
+                    None if error.kind.blames_a_row() => {
+                        Err(self.find_row(&batch.meta, &groups, error).await)
+                    }
                     None => Err(error.into_delivery()),
                 }
             }
@@ -216,12 +296,27 @@ impl<B: Backend> Destination for RelationalDestination<B> {
             .connect()
             .await
             .map_err(DbError::into_delivery)?;
+        if s.per_table() {
+            let about = format!(
+                "tables are named after each source table ({:?}), created by the first batch \
+                 that needs them",
+                s.table
+            );
+            return Ok(CheckReport {
+                detail: format!(
+                    "{} destination {:?} of stream {:?}: connected to {at}; {about}",
+                    self.backend.kind(),
+                    s.destination,
+                    s.stream
+                ),
+            });
+        }
         let name = self
             .backend
-            .table_name()
+            .table_name(&s.table)
             .await
             .map_err(DbError::into_delivery)?;
-        let table = self.reload_table().await?;
+        let table = self.reload_table(&s.table).await?;
         let d = s.dialect;
         let about = match &table {
             None => format!(

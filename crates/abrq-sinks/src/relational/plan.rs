@@ -11,7 +11,7 @@
 use std::collections::{HashMap, HashSet};
 
 use super::config::{ColumnsPolicy, SchemaDrift, TruncatePolicy, TypesPolicy, WriteMode};
-use abrq_core::{Batch, Item, Op, Record};
+use abrq_core::{Item, Op, Record};
 use serde_json::Value;
 
 use super::names::{BadNames, Spellings};
@@ -19,6 +19,21 @@ use super::table::{Column, TableInfo};
 use super::types::{
     fits, holds, join, natural, widen_for, widen_to, Cell, Dialect, Reach, SqlType,
 };
+
+/// The items one table receives, each with its index in the batch (so
+/// errors and rows name the batch's own items).
+#[derive(Debug, Clone, Copy)]
+pub struct Items<'s, 'a>(pub &'s [(usize, &'a Item)]);
+
+impl<'s, 'a> Items<'s, 'a> {
+    pub fn enumerate(self) -> impl DoubleEndedIterator<Item = (usize, &'a Item)> + 's {
+        self.0.iter().map(|&(i, item)| (i, item))
+    }
+
+    pub fn iter(self) -> impl DoubleEndedIterator<Item = &'a Item> + 's {
+        self.0.iter().map(|&(_, item)| item)
+    }
+}
 
 /// The policies a plan follows.
 #[derive(Debug, Clone)]
@@ -101,7 +116,7 @@ impl Plan<'_> {
 }
 
 pub fn plan<'a>(
-    batch: &'a Batch,
+    batch: Items<'_, 'a>,
     current: Option<&TableInfo>,
     p: &Policy,
 ) -> Result<Plan<'a>, PlanError> {
@@ -130,7 +145,7 @@ pub fn plan<'a>(
     let mut bad = BadNames::default();
     let mut needs: Vec<(&str, Option<SqlType>)> = Vec::new();
     let mut needs_at: HashMap<&str, usize> = HashMap::new();
-    for (i, item) in batch.items.iter().enumerate() {
+    for (i, item) in batch.enumerate() {
         let Item::Record(r) = item else { continue };
         for (k, v) in &r.fields {
             if known.contains(k.as_str()) || v.is_null() && !declared.contains_key(k) {
@@ -251,9 +266,9 @@ pub fn plan<'a>(
 
 /// `name -> type` from every schema instruction, in order, later winning.
 /// A type abrq does not model is left to inference.
-fn declarations(batch: &Batch, d: Dialect) -> indexmap_lite::Ordered<SqlType> {
+fn declarations(batch: Items, d: Dialect) -> indexmap_lite::Ordered<SqlType> {
     let mut out = indexmap_lite::Ordered::default();
-    for item in &batch.items {
+    for item in batch.iter() {
         if let Item::Schema { columns } = item {
             for (name, ty) in columns {
                 // a name the server would refuse, or one differing only
@@ -276,8 +291,8 @@ fn declarations(batch: &Batch, d: Dialect) -> indexmap_lite::Ordered<SqlType> {
 
 /// The columns the batch's last schema instruction marks `primary_key`, in
 /// its order.
-fn declared_key(batch: &Batch) -> Vec<String> {
-    let last = batch.items.iter().rev().find_map(|item| match item {
+fn declared_key(batch: Items) -> Vec<String> {
+    let last = batch.iter().rev().find_map(|item| match item {
         Item::Schema { columns } => Some(columns),
         _ => None,
     });
@@ -303,14 +318,14 @@ fn declared_type(v: &Value) -> Option<&str> {
 /// Applies what each schema instruction declares to an existing table, as
 /// the policy allows; returns how many instructions were not (fully) applied.
 fn apply_declarations(
-    batch: &Batch,
+    batch: Items,
     table: &mut TableInfo,
     add: &mut Vec<String>,
     alter: &mut Vec<String>,
     p: &Policy,
 ) -> u64 {
     let mut ignored = 0;
-    for item in &batch.items {
+    for item in batch.iter() {
         let Item::Schema { columns } = item else {
             continue;
         };
@@ -371,7 +386,7 @@ fn widens(p: &Policy) -> bool {
 /// value no widening can hold. A column this batch declares widens only
 /// exactly: declared types win over values.
 fn widen_for_values(
-    batch: &Batch,
+    batch: Items,
     table: &mut TableInfo,
     declared: &indexmap_lite::Ordered<SqlType>,
     add: &[String],
@@ -391,7 +406,7 @@ fn widen_for_values(
         .into_iter()
         .map(|(k, v)| (k.to_string(), v))
         .collect();
-    for (i, item) in batch.items.iter().enumerate() {
+    for (i, item) in batch.enumerate() {
         let Item::Record(r) = item else { continue };
         if p.mode == WriteMode::Upsert && r.op == Op::Delete {
             continue;

@@ -5,18 +5,18 @@
 use std::collections::HashMap;
 
 use super::config::{ColumnsPolicy, TruncatePolicy, TypesPolicy, WriteMode};
-use abrq_core::{Batch, Item, Op};
+use abrq_core::{Item, Op};
 use serde_json::{Map, Value};
 
 use super::group::Grouper;
-use super::plan::{drift_value, Counts, PlanError, Policy, Row, Step};
+use super::plan::{drift_value, Counts, Items, PlanError, Policy, Row, Step};
 use super::table::TableInfo;
 use super::types::{cell, Cell};
 
 /// Pass 3: every record converted for the final table, policy applied,
 /// grouped into statements in batch order.
 pub fn steps<'a>(
-    batch: &'a Batch,
+    batch: Items<'_, 'a>,
     table: &TableInfo,
     p: &Policy,
     counts: &mut Counts,
@@ -29,13 +29,13 @@ pub fn steps<'a>(
         .collect();
     let upsert = p.mode == WriteMode::Upsert;
     let mut out = Grouper::new(upsert, key.clone());
-    for (i, item) in batch.items.iter().enumerate() {
+    for (i, item) in batch.enumerate() {
         match item {
             Item::Truncate => match p.truncate {
                 TruncatePolicy::Apply => out.truncate(),
                 TruncatePolicy::Ignore => counts.ignored_truncates += 1,
             },
-            Item::Schema { .. } => {}
+            Item::Schema { .. } | Item::Table(_) => {}
             Item::Record(r) if upsert && r.op == Op::Delete => {
                 let cells = key_cells(i, &r.fields, table, &key)?;
                 out.delete(Row { item: i, cells });

@@ -6,9 +6,15 @@ use abrq_core::{idempotency_key, Batch, BatchMeta, Item, Op, Record};
 use chrono::Utc;
 use serde_json::{json, Map, Value};
 
-use super::plan::{plan, Counts, Plan, PlanError, Policy, Step};
+use super::plan::{Counts, Items, Plan, PlanError, Policy, Step};
 use super::table::{Column, TableInfo};
 use super::types::{Cell, Dialect, SqlType};
+
+/// Plans a whole batch as one table's part.
+fn plan<'a>(b: &'a Batch, table: Option<&TableInfo>, p: &Policy) -> Result<Plan<'a>, PlanError> {
+    let items: Vec<(usize, &Item)> = b.items.iter().enumerate().collect();
+    super::plan::plan(Items(&items), table, p)
+}
 
 fn rec(op: Op, v: Value) -> Item {
     let Value::Object(fields) = v else {

@@ -1,6 +1,6 @@
 //! One batch, one transaction, in the same order for every dialect: the
-//! ledger row first (a batch already there is skipped), the DDL, then the
-//! plan's steps in batch order, and commit; or, to name a refused row, the
+//! ledger row first (a batch already there is skipped), the DDL, then each
+//! target table's steps in batch order, and commit; or, to name a refused row, the
 //! same steps one row per statement, rolled back. The statements are built
 //! here from each dialect's pieces ([`Statements`]: `postgres/write.rs`,
 //! `mysql/write.rs`), and every failure is named for what was being done.
@@ -143,24 +143,28 @@ async fn run_ddl<S: Statements>(s: &S, conn: &mut Conn<S>, plan: &Plan<'_>) -> R
     Ok(())
 }
 
-/// Runs `plan` for the batch `meta` describes.
+/// Runs every part of the batch `meta` describes, each `S` speaking for
+/// its part's table (the first one's ledger row stands for the batch).
 pub async fn apply<S: Statements>(
-    s: &S,
+    parts: &[(S, &Plan<'_>)],
     meta: &BatchMeta,
-    plan: &Plan<'_>,
     run: Run,
 ) -> Result<Applied, RunError> {
-    let table = s.table();
+    let Some((s, _)) = parts.first() else {
+        return Ok(Applied::Committed);
+    };
     if run == Run::Commit && s.seen(meta).await? {
         return Ok(Applied::AlreadyApplied);
     }
     if !S::DDL_IN_TRANSACTION {
-        let mut conn = s
-            .pool()
-            .acquire()
-            .await
-            .map_err(|e| s.db_error(format!("connect to change {table}"), e))?;
-        run_ddl(s, &mut conn, plan).await?;
+        for (s, plan) in parts {
+            let mut conn = s
+                .pool()
+                .acquire()
+                .await
+                .map_err(|e| s.db_error(format!("connect to change {}", s.table()), e))?;
+            run_ddl(s, &mut conn, plan).await?;
+        }
     }
     let mut tx = s
         .pool()
@@ -170,52 +174,19 @@ pub async fn apply<S: Statements>(
     if run == Run::Commit && !s.record(&mut tx, meta).await? {
         return Ok(Applied::AlreadyApplied); // dropping `tx` rolls back
     }
-    if S::DDL_IN_TRANSACTION {
-        run_ddl(s, &mut tx, plan).await?;
-    }
-    let one = run == Run::FindRow;
-    let blame = |rows: &[Row], op: String, e: sqlx::Error| RunError {
-        item: (rows.len() == 1).then(|| rows[0].item),
-        error: s.db_error(op, e),
-    };
-    for step in &plan.steps {
-        match step {
-            Step::Truncate => {
-                let Stmt { op, sql } = s.truncate();
-                s.execute(&mut tx, &sql)
-                    .await
-                    .map_err(|e| s.db_error(op, e))?;
-            }
-            Step::Write {
-                upsert,
-                columns,
-                rows,
-            } => {
-                let verb = if *upsert { "upsert" } else { "insert" };
-                for chunk in s.chunks(rows, columns.len(), one) {
-                    s.write(&mut tx, &plan.table, columns, chunk, *upsert)
-                        .await
-                        .map_err(|e| {
-                            let op = format!("{verb} {} rows into {table}", chunk.len());
-                            blame(chunk, op, e)
-                        })?;
-                }
-            }
-            Step::Delete { rows } => {
-                for chunk in s.chunks(rows, plan.table.key.len(), one) {
-                    s.delete(&mut tx, &plan.table, chunk).await.map_err(|e| {
-                        let op = format!("delete {} rows from {table}", chunk.len());
-                        blame(chunk, op, e)
-                    })?;
-                }
-            }
+    for (s, plan) in parts {
+        if S::DDL_IN_TRANSACTION {
+            run_ddl(s, &mut tx, plan).await?;
         }
+        run_steps(s, &mut tx, plan, run).await?;
     }
+    let tables: Vec<&str> = parts.iter().map(|(s, _)| s.table()).collect();
+    let tables = tables.join(", ");
     match run {
         Run::Commit => {
             tx.commit()
                 .await
-                .map_err(|e| s.db_error(format!("commit the batch into {table}"), e))?;
+                .map_err(|e| s.db_error(format!("commit the batch into {tables}"), e))?;
             Ok(Applied::Committed)
         }
         Run::FindRow => {
@@ -225,4 +196,51 @@ pub async fn apply<S: Statements>(
             Ok(Applied::RolledBack)
         }
     }
+}
+
+/// One table's truncates, writes and deletes, in batch order.
+async fn run_steps<S: Statements>(
+    s: &S,
+    tx: &mut Conn<S>,
+    plan: &Plan<'_>,
+    run: Run,
+) -> Result<(), RunError> {
+    let table = s.table();
+    let one = run == Run::FindRow;
+    let blame = |rows: &[Row], op: String, e: sqlx::Error| RunError {
+        item: (rows.len() == 1).then(|| rows[0].item),
+        error: s.db_error(op, e),
+    };
+    for step in &plan.steps {
+        match step {
+            Step::Truncate => {
+                let Stmt { op, sql } = s.truncate();
+                s.execute(tx, &sql).await.map_err(|e| s.db_error(op, e))?;
+            }
+            Step::Write {
+                upsert,
+                columns,
+                rows,
+            } => {
+                let verb = if *upsert { "upsert" } else { "insert" };
+                for chunk in s.chunks(rows, columns.len(), one) {
+                    s.write(tx, &plan.table, columns, chunk, *upsert)
+                        .await
+                        .map_err(|e| {
+                            let op = format!("{verb} {} rows into {table}", chunk.len());
+                            blame(chunk, op, e)
+                        })?;
+                }
+            }
+            Step::Delete { rows } => {
+                for chunk in s.chunks(rows, plan.table.key.len(), one) {
+                    s.delete(tx, &plan.table, chunk).await.map_err(|e| {
+                        let op = format!("delete {} rows from {table}", chunk.len());
+                        blame(chunk, op, e)
+                    })?;
+                }
+            }
+        }
+    }
+    Ok(())
 }

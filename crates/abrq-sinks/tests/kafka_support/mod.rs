@@ -62,7 +62,7 @@ pub fn settings(brokers: &str, topic: &str, partition_key: Option<&str>) -> Kafk
         stream: "orders".into(),
         destination: "kafka-test".into(),
         brokers: brokers.into(),
-        topic: topic.into(),
+        topic: abrq_sinks::kafka::topic::Topic::parse(topic).expect("a valid topic"),
         partition_key: partition_key.map(str::to_string),
         username: None,
         password: None,

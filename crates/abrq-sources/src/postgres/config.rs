@@ -1,7 +1,8 @@
 //! The `postgres` source's keys, checked without I/O. Connection fields:
 //! `host` the server (127.0.0.1), `port` (5432), `database`, `username`,
 //! `password`. Own keys: `mode` (`cursor` or `cdc`), `table` (`name` or
-//! `schema.name`); for `cursor`: `cursor` (the monotonic column),
+//! `schema.name`); for `cdc`, `tables = [...]` instead captures several
+//! (`schema.*`: every table the schema holds when the stream starts); for `cursor`: `cursor` (the monotonic column),
 //! `primary_key` (the tie-break, for a view or a table without one),
 //! `poll_interval` (1s); for `cdc`: `slot` and `publication` (default
 //! `abrq_{stream}`), `snapshot` (`initial` or `never`); `tls`,
@@ -46,6 +47,8 @@ struct PostgresOptions {
     #[serde(default)]
     mode: Mode,
     table: Option<Text>,
+    #[serde(default)]
+    tables: Vec<Text>,
     cursor: Option<Text>,
     #[serde(default)]
     primary_key: Vec<Text>,
@@ -190,7 +193,11 @@ pub struct PostgresSettings {
     pub username: Option<String>,
     pub password: Option<Secret>,
     pub mode: Mode,
+    /// The first (in cursor mode the only) table.
     pub table: TableName,
+    /// Every table a cdc stream captures (`table` first); a name `*`
+    /// stands for every table of its schema.
+    pub tables: Vec<TableName>,
     pub cursor: String,
     pub primary_key: Vec<String>,
     pub poll_interval: Duration,
@@ -219,15 +226,36 @@ impl PostgresSettings {
             Mode::Cursor => "cursor",
             Mode::Cdc => "cdc",
         };
-        let table = match text(&o.table) {
-            Some(t) => TableName::parse(&t).map_err(|e| at("table", e))?,
-            None => {
+        let tables: Vec<TableName> = match (text(&o.table), o.tables.is_empty()) {
+            (Some(_), false) => return Err(at("tables", "set table or tables, not both".into())),
+            (Some(t), true) => vec![TableName::parse(&t).map_err(|e| at("table", e))?],
+            (None, false) if o.mode == Mode::Cursor => {
+                return Err(at(
+                    "tables",
+                    "applies to mode = \"cdc\" only; a cursor stream reads one table".into(),
+                ))
+            }
+            (None, false) => {
+                let mut out: Vec<TableName> = Vec::new();
+                for t in &o.tables {
+                    let name = TableName::parse(t.as_str()).map_err(|e| at("tables", e))?;
+                    if name.name == "*" && name.schema.is_none() {
+                        return Err(at("tables", "\"*\" needs its schema: \"public.*\"".into()));
+                    }
+                    if !out.contains(&name) {
+                        out.push(name);
+                    }
+                }
+                out
+            }
+            (None, true) => {
                 return Err(at(
                     "table",
                     format!("table is required for mode = \"{mode_name}\""),
                 ))
             }
         };
+        let table = tables[0].clone();
         let only = |key: &str, set: bool, mode: &str| match set {
             true => Err(at(key, format!("applies to mode = \"{mode}\" only"))),
             false => Ok(()),
@@ -273,6 +301,7 @@ impl PostgresSettings {
             password: o.password.clone().filter(|p| !p.is_empty()),
             mode: o.mode,
             table,
+            tables,
             cursor,
             primary_key: o.primary_key.iter().map(|k| k.0.clone()).collect(),
             poll_interval,
@@ -314,12 +343,14 @@ impl PostgresSettings {
 
     /// Where the source reads, for messages (never the password).
     pub fn describe(&self) -> String {
+        let names: Vec<String> = self.tables.iter().map(ToString::to_string).collect();
         format!(
-            "postgres://{}:{}/{} table {}",
+            "postgres://{}:{}/{} table{} {}",
             self.host,
             self.port,
             self.database.as_deref().unwrap_or(""),
-            self.table
+            if names.len() == 1 { "" } else { "s" },
+            names.join(", ")
         )
     }
 }

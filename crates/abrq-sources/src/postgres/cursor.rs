@@ -6,13 +6,14 @@
 //!
 //! Rows are rendered by PostgreSQL itself (`row_to_json`), so every type
 //! arrives as its own JSON form; `numeric` is read as text, since a JSON
-//! number would lose its digits. Each chunk starts with a schema
+//! number would lose its digits. Each chunk starts with its table's scope
+//! and a schema
 //! instruction that declares every column's type as the catalog spells it
 //! (the key columns marked), so every batch describes itself: a
 //! destination added later, or a replayed dead letter, creates the same
 //! table the first batch did.
 
-use abrq_core::{Item, Record};
+use abrq_core::{Item, Record, TableRef};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use sqlx::postgres::PgConnection;
@@ -90,6 +91,11 @@ impl PgCursorSource {
         let mut src = PgCursorSource::new(settings, cursor)?;
         src.conn = Some(conn);
         Ok(src)
+    }
+
+    /// The connection back, for the next table of a snapshot copy.
+    pub fn into_connection(self) -> Option<PgConnection> {
+        self.conn
     }
 
     fn fail(&self, what: &str, e: impl std::fmt::Display) -> SourceError {
@@ -188,12 +194,12 @@ impl PgCursorSource {
             }
         }
         if let Some(p) = last {
-            chunk.items.insert(
-                0,
-                Item::Schema {
-                    columns: shape.schema.clone(),
-                },
-            );
+            let t = &self.settings.table;
+            let scope = Item::Table(TableRef::new(t.schema.as_deref(), &t.name));
+            let schema = Item::Schema {
+                columns: shape.schema.clone(),
+            };
+            chunk.items.splice(0..0, [scope, schema]);
             chunk.cursor = Some(serde_json::to_string(&p).expect("a position serializes"));
             self.position = Some(p);
         }
@@ -364,6 +370,7 @@ mod tests {
             password: None,
             mode: Mode::Cursor,
             table: TableName::parse("app.orders").unwrap(),
+            tables: vec![TableName::parse("app.orders").unwrap()],
             cursor: cursor.into(),
             primary_key: key.iter().map(|k| k.to_string()).collect(),
             poll_interval: std::time::Duration::from_secs(1),

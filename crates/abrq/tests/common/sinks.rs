@@ -447,12 +447,18 @@ pub struct KafkaMessage {
 /// A fresh topic of `partitions` partitions on `brokers`.
 pub async fn create_topic(brokers: &str, prefix: &str, partitions: i32) -> String {
     let topic = abrq_testkit::names::topic(prefix);
+    create_named_topic(brokers, &topic, partitions).await;
+    topic
+}
+
+/// Creates the topic `topic` of `partitions` partitions on `brokers`.
+pub async fn create_named_topic(brokers: &str, topic: &str, partitions: i32) {
     let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
         .set("bootstrap.servers", brokers)
         .create()
         .expect("kafka admin client");
     let options = AdminOptions::new().request_timeout(Some(Duration::from_secs(20)));
-    let new = NewTopic::new(&topic, partitions, TopicReplication::Fixed(1));
+    let new = NewTopic::new(topic, partitions, TopicReplication::Fixed(1));
     for r in admin
         .create_topics(&[new], &options)
         .await
@@ -460,7 +466,6 @@ pub async fn create_topic(brokers: &str, prefix: &str, partitions: i32) -> Strin
     {
         r.unwrap_or_else(|(name, code)| panic!("create topic {name}: {code}"));
     }
-    topic
 }
 
 /// Every message of `topic`, in offset order per partition: read from

@@ -16,7 +16,7 @@ use tokio::sync::OnceCell;
 
 use super::config::RelationalSettings;
 use super::connection::Connection;
-use super::destination::{Applied, Backend, RelationalDestination, Run, RunError};
+use super::destination::{Applied, Backend, Part, RelationalDestination, Run, RunError};
 use super::errors::{DbError, Kind};
 use super::plan::Plan;
 use super::table::{Column, TableInfo};
@@ -71,8 +71,8 @@ impl MysqlBackend {
             .unwrap_or_default()
     }
 
-    fn qualified(&self) -> String {
-        D.qualified(self.schema(), &self.conn.settings.table)
+    fn qualified(&self, table: &str) -> String {
+        D.qualified(self.schema(), table)
     }
 
     async fn packet(&self) -> Result<usize, DbError> {
@@ -116,8 +116,8 @@ impl Backend for MysqlBackend {
         "mysql"
     }
 
-    async fn load_table(&self) -> Result<Option<TableInfo>, DbError> {
-        let op = || format!("read the columns of {}", self.qualified());
+    async fn load_table(&self, table: &str) -> Result<Option<TableInfo>, DbError> {
+        let op = || format!("read the columns of {}", self.qualified(table));
         // explicit casts: MySQL 8 returns some of these as binary strings
         let rows = sqlx::query(
             "SELECT CAST(COLUMN_NAME AS CHAR), CAST(COLUMN_TYPE AS CHAR), \
@@ -126,7 +126,7 @@ impl Backend for MysqlBackend {
              WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? ORDER BY ORDINAL_POSITION",
         )
         .bind(self.schema())
-        .bind(&self.conn.settings.table)
+        .bind(table)
         .fetch_all(self.pool())
         .await
         .map_err(|e| db_error(op(), e))?;
@@ -154,7 +154,7 @@ impl Backend for MysqlBackend {
             });
         }
         if info.key.len() > 1 {
-            info.key = self.key_order().await?;
+            info.key = self.key_order(table).await?;
         }
         Ok(Some(info))
     }
@@ -162,25 +162,35 @@ impl Backend for MysqlBackend {
     async fn apply(
         &self,
         meta: &BatchMeta,
-        plan: &Plan<'_>,
+        parts: &[Part<'_>],
         run: Run,
     ) -> Result<Applied, RunError> {
         let ledger = self.ledger().await?;
         let packet = self.packet().await?;
-        let ctx = write::Ctx {
-            pool: self.pool(),
-            ledger: &ledger,
-            table: &self.qualified(),
-            packet,
-        };
-        match writer::apply(&ctx, meta, plan, run).await {
+        let ledger_key = self.qualified(&self.conn.settings.table);
+        let names: Vec<String> = parts.iter().map(|p| self.qualified(&p.table)).collect();
+        let ctxs: Vec<(write::Ctx, &Plan)> = parts
+            .iter()
+            .zip(&names)
+            .map(|(part, table)| {
+                let ctx = write::Ctx {
+                    pool: self.pool(),
+                    ledger: &ledger,
+                    table,
+                    ledger_key: &ledger_key,
+                    packet,
+                };
+                (ctx, &part.plan)
+            })
+            .collect();
+        match writer::apply(&ctxs, meta, run).await {
             // The plan checked its new names against a fresh read of the
             // table, so a duplicate column is most likely another writer
             // that added the same column meanwhile: the retry sees it.
             Err(mut e)
-                if !plan.add.is_empty()
+                if parts.iter().any(|p| !p.plan.add.is_empty())
                     && number(&e.error.source) == Some(DUPLICATE_COLUMN)
-                    && !self.refuses(&plan.add).await =>
+                    && !self.refuses_any(parts).await =>
             {
                 e.error.kind = Kind::ObjectExists;
                 Err(e)
@@ -201,33 +211,42 @@ impl Backend for MysqlBackend {
         ))
     }
 
-    async fn table_name(&self) -> Result<String, DbError> {
-        Ok(self.qualified())
+    async fn table_name(&self, table: &str) -> Result<String, DbError> {
+        Ok(self.qualified(table))
     }
 }
 
 impl MysqlBackend {
-    /// Whether the table, read again, still lacks one of `names` spelled
-    /// exactly so (the server refused the name itself); a failed read
-    /// cannot tell, and counts as no.
-    async fn refuses(&self, names: &[String]) -> bool {
-        match self.load_table().await {
-            Ok(Some(t)) => names.iter().any(|n| t.column(n).is_none()),
-            Ok(None) | Err(_) => false,
+    /// Whether a table a part adds columns to, read again, still lacks
+    /// one of them spelled exactly so (the server refused the name itself);
+    /// a failed read cannot tell, and counts as no.
+    async fn refuses_any(&self, parts: &[Part<'_>]) -> bool {
+        for part in parts.iter().filter(|p| !p.plan.add.is_empty()) {
+            if let Ok(Some(t)) = self.load_table(&part.table).await {
+                if part.plan.add.iter().any(|n| t.column(n).is_none()) {
+                    return true;
+                }
+            }
         }
+        false
     }
 
     /// A composite primary key in key order (COLUMNS lists table order).
-    async fn key_order(&self) -> Result<Vec<String>, DbError> {
+    async fn key_order(&self, table: &str) -> Result<Vec<String>, DbError> {
         sqlx::query_scalar(
             "SELECT CAST(COLUMN_NAME AS CHAR) FROM information_schema.KEY_COLUMN_USAGE \
              WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? AND CONSTRAINT_NAME = 'PRIMARY' \
              ORDER BY ORDINAL_POSITION",
         )
         .bind(self.schema())
-        .bind(&self.conn.settings.table)
+        .bind(table)
         .fetch_all(self.pool())
         .await
-        .map_err(|e| db_error(format!("read the primary key of {}", self.qualified()), e))
+        .map_err(|e| {
+            db_error(
+                format!("read the primary key of {}", self.qualified(table)),
+                e,
+            )
+        })
     }
 }

@@ -21,11 +21,14 @@ use crate::relational::writer::{Statements, Stmt};
 
 const MAX_PLACEHOLDERS: usize = 65_535;
 
-/// One batch into one table.
+/// One batch's part for one table.
 pub struct Ctx<'a> {
     pub pool: &'a MySqlPool,
     pub ledger: &'a str,
     pub table: &'a str,
+    /// The ledger row's `destination_table`: the configured table (its
+    /// template when it names one table per source table).
+    pub ledger_key: &'a str,
     /// The server's `max_allowed_packet`.
     pub packet: usize,
 }
@@ -59,7 +62,7 @@ impl Statements for Ctx<'_> {
         ))
         .bind(&meta.stream)
         .bind(&meta.idempotency_key)
-        .bind(self.table)
+        .bind(self.ledger_key)
         .fetch_optional(self.pool)
         .await
         .map_err(|e| db_error(format!("record the batch in {ledger}"), e))?;
@@ -73,7 +76,7 @@ impl Statements for Ctx<'_> {
         ))
         .bind(&meta.stream)
         .bind(&meta.idempotency_key)
-        .bind(self.table)
+        .bind(self.ledger_key)
         .execute(conn)
         .await;
         match insert {

@@ -15,7 +15,7 @@ use tokio::sync::OnceCell;
 
 use super::config::RelationalSettings;
 use super::connection::Connection;
-use super::destination::{Applied, Backend, RelationalDestination, Run, RunError};
+use super::destination::{Applied, Backend, Part, RelationalDestination, Run, RunError};
 use super::errors::{DbError, Kind};
 use super::plan::Plan;
 use super::table::{Column, TableInfo};
@@ -73,8 +73,8 @@ impl PgBackend {
         Ok(s.as_str())
     }
 
-    async fn qualified(&self) -> Result<String, DbError> {
-        Ok(D.qualified(self.schema().await?, &self.conn.settings.table))
+    async fn qualified(&self, table: &str) -> Result<String, DbError> {
+        Ok(D.qualified(self.schema().await?, table))
     }
 
     async fn ledger(&self) -> Result<String, DbError> {
@@ -126,9 +126,8 @@ impl Backend for PgBackend {
         "postgres"
     }
 
-    async fn load_table(&self) -> Result<Option<TableInfo>, DbError> {
+    async fn load_table(&self, table: &str) -> Result<Option<TableInfo>, DbError> {
         let schema = self.schema().await?;
-        let table = &self.conn.settings.table;
         let op = || format!("read the columns of {}", D.qualified(schema, table));
         // indkey is an int2vector, indexed from 0: +1 keeps 0 for "no key"
         let rows = sqlx::query(
@@ -180,17 +179,29 @@ impl Backend for PgBackend {
     async fn apply(
         &self,
         meta: &BatchMeta,
-        plan: &Plan<'_>,
+        parts: &[Part<'_>],
         run: Run,
     ) -> Result<Applied, RunError> {
         let ledger = self.ledger().await?;
-        let table = self.qualified().await?;
-        let ctx = write::Ctx {
-            pool: self.pool(),
-            ledger: &ledger,
-            table: &table,
-        };
-        writer::apply(&ctx, meta, plan, run).await
+        let ledger_key = self.qualified(&self.conn.settings.table).await?;
+        let mut names = Vec::with_capacity(parts.len());
+        for part in parts {
+            names.push(self.qualified(&part.table).await?);
+        }
+        let ctxs: Vec<(write::Ctx, &Plan)> = parts
+            .iter()
+            .zip(&names)
+            .map(|(part, table)| {
+                let ctx = write::Ctx {
+                    pool: self.pool(),
+                    ledger: &ledger,
+                    table,
+                    ledger_key: &ledger_key,
+                };
+                (ctx, &part.plan)
+            })
+            .collect();
+        writer::apply(&ctxs, meta, run).await
     }
 
     async fn connect(&self) -> Result<String, DbError> {
@@ -205,8 +216,8 @@ impl Backend for PgBackend {
         ))
     }
 
-    async fn table_name(&self) -> Result<String, DbError> {
-        self.qualified().await
+    async fn table_name(&self, table: &str) -> Result<String, DbError> {
+        self.qualified(table).await
     }
 }
 

@@ -25,11 +25,14 @@ use crate::relational::writer::{Statements, Stmt};
 /// Rows per statement: bounds the arrays' memory, not a server limit.
 const CHUNK_ROWS: usize = 10_000;
 
-/// One batch into one table.
+/// One batch's part for one table.
 pub struct Ctx<'a> {
     pub pool: &'a PgPool,
     pub ledger: &'a str,
     pub table: &'a str,
+    /// The ledger row's `destination_table`: the configured table (its
+    /// template when it names one table per source table).
+    pub ledger_key: &'a str,
 }
 
 #[async_trait]
@@ -63,7 +66,7 @@ impl Statements for Ctx<'_> {
         let done = sqlx::query(&sql)
             .bind(&meta.stream)
             .bind(&meta.idempotency_key)
-            .bind(self.table)
+            .bind(self.ledger_key)
             .execute(conn)
             .await
             .map_err(|e| db_error(format!("record the batch in {ledger}"), e))?;

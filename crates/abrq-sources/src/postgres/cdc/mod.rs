@@ -16,7 +16,7 @@ pub mod values;
 use std::collections::HashMap;
 use std::time::Duration;
 
-use abrq_core::{Item, Op, Record};
+use abrq_core::{Item, Op, Record, TableRef};
 use pg_walstream::{
     ColumnData, LogicalReplicationMessage as M, LogicalReplicationParser, TupleData,
 };
@@ -57,6 +57,9 @@ struct Position {
     /// staged row; empty before the first page).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     snapshot: Option<String>,
+    /// The table the copy is in (`schema.name`; absent: the first).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    copying: Option<String>,
 }
 
 mod lsn_text {
@@ -76,6 +79,7 @@ mod lsn_text {
 /// A published table as the last Relation message described it.
 #[derive(Debug, Clone)]
 struct Relation {
+    table: TableRef,
     columns: Vec<Column>,
     /// The schema instruction records of this shape follow.
     declared: Map<String, Value>,
@@ -108,8 +112,12 @@ pub struct PgCdcSource {
     /// The session that made the slot, holding its exported snapshot
     /// until the copy is done; streaming starts on it.
     gated: Option<ReplicationClient>,
-    /// The snapshot copy while it runs.
+    /// The captured tables as the catalog names them (read at start).
+    tables: Vec<TableName>,
+    /// The snapshot copy of one table while it runs, and the tables it
+    /// copies after that one.
     snapshot: Option<PgCursorSource>,
+    copy_queue: Vec<TableName>,
     snapshot_rows: u64,
     catalog: Option<PgConnection>,
     parser: LogicalReplicationParser,
@@ -117,6 +125,8 @@ pub struct PgCdcSource {
     txn: Txn,
     /// Relations declared in the chunk being built.
     declared_in_chunk: Vec<u32>,
+    /// The relation the chunk's last table scope names.
+    scope_in_chunk: Option<u32>,
     /// Commit time (µs since 2000-01-01) of the last transaction read.
     last_commit_micros: Option<i64>,
     /// Nothing was waiting at the last read.
@@ -140,6 +150,7 @@ impl PgCdcSource {
                     lsn: Lsn::from_u64(0),
                     skip: 0,
                     snapshot: None,
+                    copying: None,
                 },
                 true,
             ),
@@ -168,12 +179,15 @@ impl PgCdcSource {
             position,
             client: None,
             gated: None,
+            tables: Vec::new(),
             snapshot: None,
+            copy_queue: Vec::new(),
             snapshot_rows: 0,
             catalog: None,
             parser: LogicalReplicationParser::with_protocol_version(1),
             relations: HashMap::new(),
             declared_in_chunk: Vec::new(),
+            scope_in_chunk: None,
             last_commit_micros: None,
             caught_up: false,
             confirmed: None,
@@ -208,10 +222,15 @@ impl PgCdcSource {
             position: serde_json::json!({
                 "slot": self.slot,
                 "publication": self.publication,
-                "table": self.settings.table.to_string(),
+                "tables": self.settings.tables.iter().map(ToString::to_string).collect::<Vec<_>>(),
                 "read_lsn": self.position.lsn.to_pg_string(),
                 "snapshot": match &self.position.snapshot {
-                    Some(_) => serde_json::json!({"state": "copying", "rows": self.snapshot_rows}),
+                    Some(_) => serde_json::json!({
+                        "state": "copying",
+                        "rows": self.snapshot_rows,
+                        "table": self.position.copying,
+                        "tables_left": self.copy_queue.len(),
+                    }),
                     None => serde_json::json!({"state": "done", "rows": self.snapshot_rows}),
                 },
                 "confirmed_lsn": self.confirmed.map(|l| l.to_pg_string()),
@@ -253,9 +272,9 @@ impl PgCdcSource {
 
     /// For `abrq check`: every missing prerequisite, or how it will read.
     pub async fn check(&mut self) -> Result<String, SourceError> {
-        let table = self.settings.table.clone();
+        let tables = self.settings.tables.clone();
         let conn = self.catalog().await?;
-        let missing = setup::missing(conn, &table)
+        let missing = setup::missing(conn, &tables)
             .await
             .map_err(|e| self.fail("check", e))?;
         if !missing.is_empty() {
@@ -292,7 +311,7 @@ impl PgCdcSource {
         let fail = |e: String| db_error(&at, "setup", e);
         let fresh = self.fresh;
         let conn = self.catalog().await?;
-        let missing = setup::missing(conn, &settings.table).await.map_err(fail)?;
+        let missing = setup::missing(conn, &settings.tables).await.map_err(fail)?;
         if !missing.is_empty() {
             return Err(db_error(
                 &at,
@@ -300,12 +319,14 @@ impl PgCdcSource {
                 missing.join("; "),
             ));
         }
-        let table = setup::resolve_table(conn, &settings.table)
+        let tables = setup::resolve_all(conn, &settings.tables)
             .await
             .map_err(fail)?;
-        setup::ensure_publication(conn, &publication, &table)
+        setup::ensure_publication(conn, &publication, &tables)
             .await
             .map_err(fail)?;
+        self.tables = tables.clone();
+        let conn = self.catalog().await?;
         let copy = settings.snapshot == Snapshot::Initial;
         match setup::slot(conn, &slot).await.map_err(fail)? {
             setup::Slot::Missing if fresh && copy => {
@@ -343,10 +364,11 @@ impl PgCdcSource {
                 self.position = Position {
                     lsn,
                     skip: 0,
-                    snapshot: Some(String::new()),
+                    snapshot: None,
+                    copying: None,
                 };
-                self.snapshot = Some(self.copier(None, Some(conn)).await?);
                 self.gated = Some(gated);
+                self.copy_from(0, None, Some(conn)).await?;
                 return Ok(());
             }
             setup::Slot::Missing if fresh => {
@@ -365,8 +387,15 @@ impl PgCdcSource {
                     (None, false) => None,
                 };
                 if let Some(after) = resume {
-                    self.position.snapshot = Some(after.clone().unwrap_or_default());
-                    self.snapshot = Some(self.copier(after.as_deref(), None).await?);
+                    // the table the copy was in; gone or renamed: the next
+                    let at = match &self.position.copying {
+                        None => 0,
+                        Some(name) => tables
+                            .iter()
+                            .position(|t| t.to_string() == *name)
+                            .unwrap_or(0),
+                    };
+                    self.copy_from(at, after.as_deref(), None).await?;
                     return Ok(());
                 }
             }
@@ -374,16 +403,37 @@ impl PgCdcSource {
         self.stream().await
     }
 
-    /// The reader of the table's rows for the snapshot: keyset pages by
-    /// the primary key, on `conn` when the copy reads an exported snapshot.
+    /// Starts the copy at `self.tables[at]` (after its row `after`), with
+    /// the tables after it queued.
+    async fn copy_from(
+        &mut self,
+        at: usize,
+        after: Option<&str>,
+        conn: Option<PgConnection>,
+    ) -> Result<(), SourceError> {
+        let mut queue = self.tables.clone();
+        let rest = queue.split_off(at.min(queue.len()));
+        let mut rest = rest.into_iter();
+        let Some(first) = rest.next() else {
+            return self.stream().await;
+        };
+        self.copy_queue = rest.collect();
+        self.position.snapshot = Some(after.unwrap_or_default().to_string());
+        self.position.copying = Some(first.to_string());
+        self.snapshot = Some(self.copier(&first, after, conn).await?);
+        Ok(())
+    }
+
+    /// The reader of a table's rows for the snapshot: keyset pages by the
+    /// primary key, on `conn` when the copy reads an exported snapshot.
     async fn copier(
         &mut self,
+        table: &TableName,
         after: Option<&str>,
         conn: Option<PgConnection>,
     ) -> Result<PgCursorSource, SourceError> {
-        let table = self.settings.table.clone();
         let catalog = self.catalog().await?;
-        let key = catalog::primary_key(catalog, &table)
+        let key = catalog::primary_key(catalog, table)
             .await
             .map_err(|e| self.fail("snapshot", e))?;
         let Some(first) = key.first() else {
@@ -394,6 +444,8 @@ impl PgCdcSource {
         };
         let mut settings = self.settings.clone();
         settings.mode = super::config::Mode::Cursor;
+        settings.table = table.clone();
+        settings.tables = vec![table.clone()];
         settings.cursor = first.clone();
         settings.primary_key = key.clone();
         tracing::info!(%table, key = ?key, resume = after.is_some(), "snapshot copy starts");
@@ -456,7 +508,8 @@ impl PgCdcSource {
         Ok(())
     }
 
-    /// One page of the snapshot copy; after the last one, the stream.
+    /// One page of the snapshot copy; after a table's last page the next
+    /// table (on the same snapshot), after the last table the stream.
     async fn read_snapshot(&mut self, limits: Limits) -> Result<Chunk, SourceError> {
         let copier = self.snapshot.as_mut().expect("copying");
         let mut chunk = copier.read_chunk(limits).await?;
@@ -465,12 +518,22 @@ impl PgCdcSource {
             self.position.snapshot = Some(c);
         }
         if chunk.at_end {
-            tracing::info!(table = %self.settings.table, rows = self.snapshot_rows, "snapshot copy done");
-            self.snapshot = None;
-            self.position.snapshot = None;
+            let done = self.snapshot.take().expect("copying");
+            tracing::info!(table = ?self.position.copying, rows = self.snapshot_rows, "snapshot copy of a table done");
             chunk.at_end = false;
-            chunk.cursor = Some(self.cursor_text());
-            self.stream().await?;
+            if self.copy_queue.is_empty() {
+                self.position.snapshot = None;
+                self.position.copying = None;
+                chunk.cursor = Some(self.cursor_text());
+                self.stream().await?;
+            } else {
+                let next = self.copy_queue.remove(0);
+                self.position.snapshot = Some(String::new());
+                self.position.copying = Some(next.to_string());
+                chunk.cursor = Some(self.cursor_text());
+                let conn = done.into_connection();
+                self.snapshot = Some(self.copier(&next, None, conn).await?);
+            }
         } else {
             chunk.cursor = Some(self.cursor_text());
         }
@@ -507,6 +570,7 @@ impl PgCdcSource {
             }
             // a copy goes on at the current state from its last row
             self.snapshot = None;
+            self.copy_queue.clear();
             self.catalog = None;
         }
         result
@@ -515,6 +579,7 @@ impl PgCdcSource {
     async fn read(&mut self, limits: Limits) -> Result<Chunk, SourceError> {
         let mut chunk = Chunk::default();
         self.declared_in_chunk.clear();
+        self.scope_in_chunk = None;
         let mut wait = FIRST_WAIT;
         let mut first: Option<std::time::Instant> = None;
         loop {
@@ -548,6 +613,7 @@ impl PgCdcSource {
                         lsn: end_lsn,
                         skip: 0,
                         snapshot: None,
+                        copying: None,
                     };
                     self.last_commit_micros = Some(commit_time_micros);
                     chunk.cursor = Some(self.cursor_text());
@@ -569,6 +635,7 @@ impl PgCdcSource {
                             lsn: self.position.lsn,
                             skip: self.txn.changes,
                             snapshot: None,
+                            copying: None,
                         };
                         chunk.cursor = Some(serde_json::to_string(&mid).expect("serializes"));
                         break;
@@ -586,6 +653,7 @@ impl PgCdcSource {
                 lsn: self.position.lsn,
                 skip: self.txn.changes,
                 snapshot: None,
+                copying: None,
             };
             chunk.cursor = Some(serde_json::to_string(&mid).expect("serializes"));
         }
@@ -598,7 +666,7 @@ impl PgCdcSource {
 
     /// Adds what one decoded message means to the chunk.
     async fn apply(&mut self, message: M, chunk: &mut Chunk) -> Result<(), SourceError> {
-        let (relation_id, item) = match message {
+        let items: Vec<(u32, Item)> = match message {
             M::Relation {
                 relation_id,
                 namespace,
@@ -642,8 +710,15 @@ impl PgCdcSource {
                         (c.name.clone(), ty)
                     })
                     .collect();
-                self.relations
-                    .insert(relation_id, Relation { columns, declared });
+                let table = TableRef::new(table.schema.as_deref(), &table.name);
+                self.relations.insert(
+                    relation_id,
+                    Relation {
+                        table,
+                        columns,
+                        declared,
+                    },
+                );
                 // a changed shape is declared again before its next change
                 self.declared_in_chunk.retain(|r| *r != relation_id);
                 return Ok(());
@@ -651,13 +726,13 @@ impl PgCdcSource {
             M::Insert { relation_id, tuple } => {
                 let rel = self.relation(relation_id)?;
                 let fields = row(rel, &tuple, None);
-                (
+                vec![(
                     relation_id,
                     Item::Record(Record {
                         op: Op::Insert,
                         fields,
                     }),
-                )
+                )]
             }
             M::Update {
                 relation_id,
@@ -667,13 +742,13 @@ impl PgCdcSource {
             } => {
                 let rel = self.relation(relation_id)?;
                 let fields = row(rel, &new_tuple, old_tuple.as_ref());
-                (
+                vec![(
                     relation_id,
                     Item::Record(Record {
                         op: Op::Update,
                         fields,
                     }),
-                )
+                )]
             }
             M::Delete {
                 relation_id,
@@ -682,37 +757,46 @@ impl PgCdcSource {
             } => {
                 let rel = self.relation(relation_id)?;
                 let fields = key_row(rel, &old_tuple);
-                (
+                vec![(
                     relation_id,
                     Item::Record(Record {
                         op: Op::Delete,
                         fields,
                     }),
-                )
+                )]
             }
-            M::Truncate { relation_ids, .. } => match relation_ids.first() {
-                Some(id) => (*id, Item::Truncate),
-                None => return Ok(()),
-            },
+            // one TRUNCATE of several tables: one instruction for each
+            M::Truncate { relation_ids, .. } => relation_ids
+                .iter()
+                .map(|id| (*id, Item::Truncate))
+                .collect(),
             _ => return Ok(()),
         };
         self.txn.changes += 1;
         if self.txn.changes <= self.txn.skip {
             return Ok(()); // staged before the restart
         }
-        if !self.declared_in_chunk.contains(&relation_id) {
-            if let Some(rel) = self.relations.get(&relation_id) {
-                chunk.items.push(Item::Schema {
-                    columns: rel.declared.clone(),
-                });
-                self.declared_in_chunk.push(relation_id);
+        for (relation_id, item) in items {
+            if self.scope_in_chunk != Some(relation_id) {
+                if let Some(rel) = self.relations.get(&relation_id) {
+                    chunk.items.push(Item::Table(rel.table.clone()));
+                    self.scope_in_chunk = Some(relation_id);
+                }
             }
+            if !self.declared_in_chunk.contains(&relation_id) {
+                if let Some(rel) = self.relations.get(&relation_id) {
+                    chunk.items.push(Item::Schema {
+                        columns: rel.declared.clone(),
+                    });
+                    self.declared_in_chunk.push(relation_id);
+                }
+            }
+            if let Item::Record(r) = &item {
+                chunk.records += 1;
+                chunk.bytes += approx_size(&r.fields);
+            }
+            chunk.items.push(item);
         }
-        if let Item::Record(r) = &item {
-            chunk.records += 1;
-            chunk.bytes += approx_size(&r.fields);
-        }
-        chunk.items.push(item);
         Ok(())
     }
 

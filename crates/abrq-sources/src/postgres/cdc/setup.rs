@@ -31,9 +31,53 @@ pub async fn resolve_table(
     }
 }
 
+/// The configured tables as the catalog names them, in config order; a
+/// `schema.*` entry becomes that schema's tables in name order.
+pub async fn resolve_all(
+    conn: &mut PgConnection,
+    entries: &[TableName],
+) -> Result<Vec<TableName>, String> {
+    let mut out: Vec<TableName> = Vec::new();
+    for entry in entries {
+        let found = match (&entry.schema, entry.name.as_str()) {
+            (Some(schema), "*") => {
+                let names: Vec<String> = sqlx::query_scalar(
+                    "SELECT c.relname::text FROM pg_class c \
+                     JOIN pg_namespace n ON n.oid = c.relnamespace \
+                     WHERE n.nspname = $1 AND c.relkind IN ('r', 'p') AND NOT c.relispartition \
+                     ORDER BY c.relname",
+                )
+                .bind(schema)
+                .fetch_all(&mut *conn)
+                .await
+                .map_err(|e| format!("cannot list the tables of schema {schema}: {e}"))?;
+                if names.is_empty() {
+                    return Err(format!(
+                        "schema {schema} has no tables (tables = [\"{schema}.*\"])"
+                    ));
+                }
+                names
+                    .into_iter()
+                    .map(|name| TableName {
+                        schema: Some(schema.clone()),
+                        name,
+                    })
+                    .collect()
+            }
+            _ => vec![resolve_table(conn, entry).await?],
+        };
+        for t in found {
+            if !out.contains(&t) {
+                out.push(t);
+            }
+        }
+    }
+    Ok(out)
+}
+
 /// Every prerequisite that is missing, each with how to fix it; empty
-/// when logical decoding of `table` can start.
-pub async fn missing(conn: &mut PgConnection, table: &TableName) -> Result<Vec<String>, String> {
+/// when logical decoding of `tables` can start.
+pub async fn missing(conn: &mut PgConnection, tables: &[TableName]) -> Result<Vec<String>, String> {
     let mut out = Vec::new();
     let level: String = sqlx::query_scalar("SELECT current_setting('wal_level')")
         .fetch_one(&mut *conn)
@@ -55,74 +99,90 @@ pub async fn missing(conn: &mut PgConnection, table: &TableName) -> Result<Vec<S
             "the user has no REPLICATION privilege: ALTER ROLE <user> WITH REPLICATION".to_string(),
         );
     }
-    match resolve_table(conn, table).await {
-        Err(e) => out.push(e),
-        Ok(t) => {
-            let (identity, has_key): (String, bool) = sqlx::query_as(
-                "SELECT c.relreplident::text, EXISTS (SELECT 1 FROM pg_index i \
-                 WHERE i.indrelid = c.oid AND i.indisprimary) \
-                 FROM pg_class c WHERE c.oid = to_regclass($1)",
-            )
-            .bind(t.quoted())
-            .fetch_one(&mut *conn)
-            .await
-            .map_err(|e| format!("cannot read the replica identity of {t}: {e}"))?;
-            if identity == "n" || (identity == "d" && !has_key) {
-                out.push(format!(
-                    "table {t} has no primary key and REPLICA IDENTITY {}: updates and deletes \
-                     cannot be replicated; add a primary key or ALTER TABLE {} REPLICA IDENTITY FULL",
-                    if identity == "n" { "NOTHING" } else { "DEFAULT" },
-                    t.quoted()
-                ));
-            }
+    let mut resolved = Vec::new();
+    for entry in tables {
+        match resolve_all(conn, std::slice::from_ref(entry)).await {
+            Err(e) => out.push(e),
+            Ok(found) => resolved.extend(found),
+        }
+    }
+    for t in resolved {
+        let (identity, has_key): (String, bool) = sqlx::query_as(
+            "SELECT c.relreplident::text, EXISTS (SELECT 1 FROM pg_index i \
+             WHERE i.indrelid = c.oid AND i.indisprimary) \
+             FROM pg_class c WHERE c.oid = to_regclass($1)",
+        )
+        .bind(t.quoted())
+        .fetch_one(&mut *conn)
+        .await
+        .map_err(|e| format!("cannot read the replica identity of {t}: {e}"))?;
+        if identity == "n" || (identity == "d" && !has_key) {
+            out.push(format!(
+                "table {t} has no primary key and REPLICA IDENTITY {}: updates and deletes \
+                 cannot be replicated; add a primary key or ALTER TABLE {} REPLICA IDENTITY FULL",
+                if identity == "n" {
+                    "NOTHING"
+                } else {
+                    "DEFAULT"
+                },
+                t.quoted()
+            ));
         }
     }
     Ok(out)
 }
 
-/// Creates the publication for `table` if it is missing, and adds the
-/// table to an existing one that lacks it.
+/// Creates the publication for `tables` if it is missing, and adds the
+/// tables an existing one lacks.
 pub async fn ensure_publication(
     conn: &mut PgConnection,
     publication: &str,
-    table: &TableName,
+    tables: &[TableName],
 ) -> Result<(), String> {
     let exists: Option<i32> = sqlx::query_scalar("SELECT 1 FROM pg_publication WHERE pubname = $1")
         .bind(publication)
         .fetch_optional(&mut *conn)
         .await
         .map_err(|e| format!("cannot read publications: {e}"))?;
+    let list = |ts: &[&TableName]| -> String {
+        ts.iter().map(|t| t.quoted()).collect::<Vec<_>>().join(", ")
+    };
     let sql = match exists {
         None => format!(
             "CREATE PUBLICATION {} FOR TABLE {}",
             quote(publication),
-            table.quoted()
+            list(&tables.iter().collect::<Vec<_>>())
         ),
         Some(_) => {
-            let has: Option<i32> = sqlx::query_scalar(
-                "SELECT 1 FROM pg_publication_tables \
-                 WHERE pubname = $1 AND schemaname = $2 AND tablename = $3",
+            let has: Vec<(String, String)> = sqlx::query_as(
+                "SELECT schemaname::text, tablename::text FROM pg_publication_tables \
+                 WHERE pubname = $1",
             )
             .bind(publication)
-            .bind(table.schema.as_deref().unwrap_or("public"))
-            .bind(&table.name)
-            .fetch_optional(&mut *conn)
+            .fetch_all(&mut *conn)
             .await
             .map_err(|e| format!("cannot read publication {publication:?}: {e}"))?;
-            if has.is_some() {
+            let lacking: Vec<&TableName> = tables
+                .iter()
+                .filter(|t| {
+                    let schema = t.schema.as_deref().unwrap_or("public");
+                    !has.iter().any(|(s, n)| s == schema && *n == t.name)
+                })
+                .collect();
+            if lacking.is_empty() {
                 return Ok(());
             }
             format!(
                 "ALTER PUBLICATION {} ADD TABLE {}",
                 quote(publication),
-                table.quoted()
+                list(&lacking)
             )
         }
     };
     sqlx::query(&sql).execute(&mut *conn).await.map_err(|e| {
-        format!("cannot create publication {publication:?} (the user must own the table): {e}")
+        format!("cannot create publication {publication:?} (the user must own the tables): {e}")
     })?;
-    tracing::info!(%publication, %table, "publication ready");
+    tracing::info!(%publication, tables = tables.len(), "publication ready");
     Ok(())
 }
 
