@@ -16,6 +16,9 @@ pub enum ControlError {
     UnknownStream(String),
     #[error("unknown destination {destination:?} of stream {stream:?}")]
     UnknownDestination { stream: String, destination: String },
+    /// The stream's source cannot do what was asked (backfill of a file).
+    #[error("{0}")]
+    NotSupported(String),
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -126,6 +129,43 @@ impl Engine {
             "destination switched"
         );
         Ok(skipped)
+    }
+
+    /// Asks the stream's source to read a table again (all its tables
+    /// when `table` is None) while streaming goes on; the source says in
+    /// status how far it is.
+    pub async fn backfill(
+        &self,
+        stream: &str,
+        table: Option<String>,
+        actor: &str,
+    ) -> Result<(), ControlError> {
+        let s = self
+            .stream(stream)
+            .ok_or_else(|| ControlError::UnknownStream(stream.to_string()))?;
+        let cdc = s.source_engine == abrq_core::config::SourceEngine::Postgres
+            && abrq_sources::postgres::PostgresSettings::from_config(&s.source)
+                .is_ok_and(|p| p.mode == abrq_sources::postgres::Mode::Cdc);
+        if !cdc {
+            return Err(ControlError::NotSupported(format!(
+                "stream {stream:?} cannot backfill: only a postgres source in mode = \"cdc\" can"
+            )));
+        }
+        s.store
+            .record_audit(NewAudit {
+                actor: actor.to_string(),
+                action: "backfill".into(),
+                stream: s.name.clone(),
+                destination: None,
+                detail: json!({ "table": table }),
+            })
+            .await?;
+        s.backfill_requests
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(table.clone());
+        tracing::info!(stream, ?table, actor, "backfill asked for");
+        Ok(())
     }
 
     pub async fn reset_breaker(

@@ -318,6 +318,7 @@ async fn register_stream(
         source_paused: AtomicBool::new(false),
         source_done,
         source_progress: std::sync::Mutex::new(None),
+        backfill_requests: std::sync::Mutex::new(Vec::new()),
         source_health,
         gc_health,
         clock: Clock::new(),

@@ -13,6 +13,9 @@ use abrq_state::NewBatch;
 
 use crate::stream::{StageError, StreamShared};
 
+/// How often status learns the source's progress while staging waits.
+const PROGRESS_EVERY: Duration = Duration::from_secs(1);
+
 /// How often a followed file is checked for new lines.
 const FOLLOW_POLL: Duration = Duration::from_millis(200);
 
@@ -85,6 +88,9 @@ trait Reader: Send {
     fn progress(&self) -> Option<Progress> {
         None
     }
+
+    /// An operator asked to read `table` (None: every table) again.
+    fn backfill(&mut self, _table: Option<String>) {}
 }
 
 /// A source read on a blocking thread (files).
@@ -125,6 +131,10 @@ impl Reader for PgCdcSource {
     fn progress(&self) -> Option<Progress> {
         Some(PgCdcSource::progress(self))
     }
+
+    fn backfill(&mut self, table: Option<String>) {
+        PgCdcSource::backfill(self, table);
+    }
 }
 
 /// What the pump does at the source's end: stop, or look again after
@@ -162,9 +172,19 @@ async fn pump<R: Reader>(
     let max_wait = stream.batch.max_wait.0;
     let mut pending = Chunk::default();
     let mut first_at: Option<Instant> = None;
+    let mut last_staged: Option<String> = None;
     loop {
         if stream.cancel.is_cancelled() {
             return Ok(()); // unstaged records are read again after a restart
+        }
+        let asked = std::mem::take(
+            &mut *stream
+                .backfill_requests
+                .lock()
+                .unwrap_or_else(|p| p.into_inner()),
+        );
+        for table in asked {
+            source.backfill(table);
         }
         let want = Limits {
             max_records: limits.max_records - pending.records,
@@ -191,14 +211,43 @@ async fn pump<R: Reader>(
         if flush {
             let batch = std::mem::take(&mut pending);
             first_at = None;
-            stream
-                .stage_waiting(
-                    vec![NewBatch::from_items(&batch.items, batch.bytes)?],
-                    batch.cursor.clone(),
-                )
-                .await?;
+            let staging = stream.stage_waiting(
+                vec![NewBatch::from_items(&batch.items, batch.bytes)?],
+                batch.cursor.clone(),
+            );
+            // while backpressure holds the batch, status still shows how
+            // far behind the source falls (a slot's WAL keeps growing)
+            tokio::pin!(staging);
+            let mut tick = tokio::time::interval(PROGRESS_EVERY);
+            tick.tick().await;
+            loop {
+                tokio::select! {
+                    done = &mut staging => {
+                        done?;
+                        break;
+                    }
+                    _ = tick.tick() => {
+                        if let Some(p) = source.progress() {
+                            stream.set_source_progress(p);
+                        }
+                    }
+                }
+            }
             if let Some(c) = &batch.cursor {
                 source.staged(c);
+            }
+            last_staged = batch.cursor;
+        } else if at_end && pending.is_empty() && pending.cursor.is_some() {
+            // the source moved without a record (a transaction's commit
+            // read after its changes were staged): keep the move, so a
+            // replication slot can be confirmed past it while quiet
+            if pending.cursor != last_staged {
+                let cursor = pending.cursor.take();
+                stream.stage_waiting(Vec::new(), cursor.clone()).await?;
+                if let Some(c) = &cursor {
+                    source.staged(c);
+                }
+                last_staged = cursor;
             }
         }
         if at_end {

@@ -47,6 +47,9 @@ pub struct StreamShared {
     pub source_done: watch::Sender<bool>,
     /// Where a database source reads, as it last said.
     pub source_progress: std::sync::Mutex<Option<Progress>>,
+    /// Backfills asked for and not yet handed to the source (a table, or
+    /// None for all of them).
+    pub backfill_requests: std::sync::Mutex<Vec<Option<String>>>,
     /// The source task's health: failing while it cannot read or stage.
     pub source_health: LoopHealth,
     pub gc_health: LoopHealth,

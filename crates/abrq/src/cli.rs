@@ -51,6 +51,16 @@ pub enum Command {
     /// Enable, disable, pause or resume a destination.
     #[command(subcommand)]
     Destination(DestinationCmd),
+    /// Read a postgres cdc source's tables again while it streams.
+    Backfill {
+        #[arg(long, short)]
+        stream: String,
+        /// One captured table (schema.name); all of them when absent.
+        #[arg(long)]
+        table: Option<String>,
+        #[command(flatten)]
+        remote: Remote,
+    },
 }
 
 /// Where the running server is.

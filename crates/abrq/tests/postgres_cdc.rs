@@ -1,9 +1,10 @@
 //! The `postgres` source in `mode = "cdc"`, through the binary, against
 //! the logical-decoding cluster `scripts/services.sh` starts (pgcdc): the
-//! rows from before the slot are copied from the slot's snapshot while a
-//! writer commits multi-row transactions of inserts, updates and deletes,
-//! one transaction larger than several batches, a TRUNCATE and an ADD
-//! COLUMN, while abrq is SIGKILLed and restarted at random moments.
+//! 20,000 rows from before the slot are copied from the slot's snapshot
+//! while a writer commits multi-row transactions of inserts, updates and
+//! deletes for 30 s, one transaction larger than several batches, a
+//! TRUNCATE and an ADD COLUMN, while abrq is SIGKILLed and restarted at six
+//! random moments.
 //!
 //! - a `postgres` destination in upsert mode (on the other server) ends
 //!   equal to the source table, with the added column;
@@ -23,7 +24,9 @@ use serde_json::Value;
 
 const STREAM: &str = "items";
 const KILLS: usize = 6;
-const BEFORE: i64 = 2_000;
+const BEFORE: i64 = 20_000;
+/// How long the writer runs, across all the kills.
+const WRITING: Duration = Duration::from_secs(30);
 
 /// A change as the history must show it: (op, version).
 type Change = (String, i64);
@@ -234,34 +237,47 @@ manifest = true
         .await
         .unwrap();
     let mut rng = rand::rng();
+    // the writer commits all along (30 s in all); in each slice of that
+    // time abrq is killed at a random moment and started again at once
+    let slice = WRITING / KILLS as u32;
     for round in 0..KILLS {
-        for _ in 0..8 {
+        let kill_at = rng.random_range(Duration::ZERO..slice);
+        let started = std::time::Instant::now();
+        let mut done = 0;
+        let mut killed = false;
+        while started.elapsed() < slice {
             let (i, u, d) = (
                 rng.random_range(1..80),
                 rng.random_range(0..30),
                 rng.random_range(0..6),
             );
             w.transaction(i, u, d).await;
-        }
-        match round {
-            1 => {
-                // several batches in one source transaction
-                w.transaction(2_300, 50, 10).await;
+            done += 1;
+            match round {
+                1 if done == 20 => {
+                    // several batches in one source transaction
+                    w.transaction(2_300, 50, 10).await;
+                }
+                3 if done == 20 => {
+                    sqlx::query(&format!("ALTER TABLE {} ADD COLUMN extra text", w.table()))
+                        .execute(&src)
+                        .await
+                        .unwrap();
+                    w.extra = true;
+                }
+                _ => {}
             }
-            3 => {
-                sqlx::query(&format!("ALTER TABLE {} ADD COLUMN extra text", w.table()))
-                    .execute(&src)
-                    .await
-                    .unwrap();
-                w.extra = true;
+            if !killed && started.elapsed() >= kill_at {
+                abrq.note(&format!(
+                    "round {round}: SIGKILL after {} ms and {done} transactions",
+                    kill_at.as_millis()
+                ));
+                abrq.kill();
+                abrq.start().await;
+                killed = true;
             }
-            _ => {}
+            tokio::time::sleep(Duration::from_millis(10)).await;
         }
-        let ms = rng.random_range(20..400);
-        tokio::time::sleep(Duration::from_millis(ms)).await;
-        abrq.note(&format!("round {round}: SIGKILL after {ms} ms"));
-        abrq.kill();
-        abrq.start().await;
     }
     w.transaction(40, 20, 5).await;
 

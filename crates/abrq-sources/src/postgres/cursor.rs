@@ -93,6 +93,11 @@ impl PgCursorSource {
         Ok(src)
     }
 
+    /// The columns that order the rows after the cursor (the key).
+    pub fn key_columns(&self) -> Vec<String> {
+        self.settings.primary_key.clone()
+    }
+
     /// The connection back, for the next table of a snapshot copy.
     pub fn into_connection(self) -> Option<PgConnection> {
         self.conn

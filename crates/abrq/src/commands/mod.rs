@@ -25,6 +25,11 @@ pub async fn dispatch(cmd: Command) -> anyhow::Result<()> {
         Command::DeadLetters(c) => remote::dead_letters(c).await,
         Command::Breaker(c) => remote::breaker(c).await,
         Command::Destination(c) => remote::destination(c).await,
+        Command::Backfill {
+            stream,
+            table,
+            remote,
+        } => remote::backfill(&remote, &stream, table.as_deref()).await,
     }
 }
 

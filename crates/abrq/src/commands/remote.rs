@@ -174,6 +174,22 @@ fn one_or_all(t: &Target, id: Option<i64>, all: bool, verb: &str) -> anyhow::Res
     }
 }
 
+pub async fn backfill(remote: &Remote, stream: &str, table: Option<&str>) -> anyhow::Result<()> {
+    let mut path = format!("/v1/streams/{stream}/backfill");
+    if let Some(t) = table {
+        let mut u = reqwest::Url::parse("http://query/").expect("a fixed url");
+        u.query_pairs_mut().append_pair("table", t);
+        path.push('?');
+        path.push_str(u.query().unwrap_or_default());
+    }
+    Client::new(remote)?.post(&path).await?;
+    println!(
+        "backfill of {} asked for; `abrq status` shows its progress",
+        table.unwrap_or("every table")
+    );
+    Ok(())
+}
+
 pub async fn breaker(cmd: BreakerCmd) -> anyhow::Result<()> {
     match cmd {
         BreakerCmd::Reset { target, remote } => {

@@ -70,6 +70,28 @@ pub async fn reset_breaker(
 }
 
 #[derive(Deserialize)]
+pub struct BackfillQuery {
+    table: Option<String>,
+}
+
+/// Asks a database source to read its tables (or one) again.
+pub async fn backfill(
+    State(st): State<AppState>,
+    Path(s): Path<String>,
+    Query(q): Query<BackfillQuery>,
+    headers: HeaderMap,
+) -> ApiResult<(StatusCode, Json<Value>)> {
+    let table = q.table.filter(|t| !t.is_empty());
+    st.engine
+        .backfill(&s, table.clone(), &actor(&headers))
+        .await?;
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(json!({ "ok": true, "stream": s, "table": table })),
+    ))
+}
+
+#[derive(Deserialize)]
 pub struct AuditQuery {
     stream: Option<String>,
     limit: Option<u32>,

@@ -39,6 +39,7 @@ impl From<abrq_engine::ControlError> for ApiError {
         use abrq_engine::ControlError as C;
         let status = match &e {
             C::UnknownStream(_) | C::UnknownDestination { .. } => StatusCode::NOT_FOUND,
+            C::NotSupported(_) => StatusCode::CONFLICT,
             C::Store(se) => store_status(se),
         };
         ApiError::new(status, e.to_string())

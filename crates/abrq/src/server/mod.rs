@@ -122,6 +122,7 @@ pub fn router(state: AppState) -> Router {
     let admin = Router::new()
         .route("/v1/streams", get(api::list_streams))
         .route("/v1/streams/{s}", get(api::get_stream))
+        .route("/v1/streams/{s}/backfill", post(api::backfill))
         .route(
             "/v1/streams/{s}/destinations/{d}/breaker/reset",
             post(api::reset_breaker),

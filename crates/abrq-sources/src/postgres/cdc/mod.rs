@@ -10,6 +10,8 @@
 //! reading and staging reads the same changes again, and a restart skips
 //! exactly the changes already staged.
 
+mod backfill;
+mod lag;
 pub mod setup;
 pub mod values;
 
@@ -32,9 +34,6 @@ use super::cursor::PgCursorSource;
 use crate::chunk::{Chunk, Limits};
 use crate::file::SourceError;
 use crate::progress::Progress;
-
-/// How often the slot's retained WAL is measured.
-const LAG_BYTES_EVERY: Duration = Duration::from_secs(5);
 
 /// How long a read waits for the first change before it says "nothing
 /// for now", and for the next one once a chunk has begun.
@@ -60,6 +59,9 @@ struct Position {
     /// The table the copy is in (`schema.name`; absent: the first).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     copying: Option<String>,
+    /// A backfill under way: it goes on after a restart.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    backfill: Option<backfill::Staged>,
 }
 
 mod lsn_text {
@@ -127,13 +129,17 @@ pub struct PgCdcSource {
     declared_in_chunk: Vec<u32>,
     /// The relation the chunk's last table scope names.
     scope_in_chunk: Option<u32>,
+    /// Backfills asked for and the one running.
+    backfill_asked: Vec<Option<String>>,
+    backfill: Option<backfill::Backfill>,
+    backfill_error: Option<String>,
     /// Commit time (µs since 2000-01-01) of the last transaction read.
     last_commit_micros: Option<i64>,
     /// Nothing was waiting at the last read.
     caught_up: bool,
     /// The position the engine last reported staged.
     confirmed: Option<Lsn>,
-    lag_bytes: Option<(i64, std::time::Instant)>,
+    lag_bytes: Option<lag::LagBytes>,
     fresh: bool,
 }
 
@@ -151,6 +157,7 @@ impl PgCdcSource {
                     skip: 0,
                     snapshot: None,
                     copying: None,
+                    backfill: None,
                 },
                 true,
             ),
@@ -188,6 +195,9 @@ impl PgCdcSource {
             relations: HashMap::new(),
             declared_in_chunk: Vec::new(),
             scope_in_chunk: None,
+            backfill_asked: Vec::new(),
+            backfill: None,
+            backfill_error: None,
             last_commit_micros: None,
             caught_up: false,
             confirmed: None,
@@ -234,29 +244,10 @@ impl PgCdcSource {
                     None => serde_json::json!({"state": "done", "rows": self.snapshot_rows}),
                 },
                 "confirmed_lsn": self.confirmed.map(|l| l.to_pg_string()),
+                "backfill": self.backfill_progress(),
             }),
             lag_seconds,
-            lag_bytes: self.lag_bytes.map(|(b, _)| b),
-        }
-    }
-
-    /// Measures the slot's retained WAL now and then (one catalog query).
-    async fn measure_lag_bytes(&mut self) {
-        if self
-            .lag_bytes
-            .is_some_and(|(_, at)| at.elapsed() < LAG_BYTES_EVERY)
-        {
-            return;
-        }
-        let slot = self.slot.clone();
-        let Ok(conn) = self.catalog().await else {
-            return;
-        };
-        match setup::retained_bytes(conn, &slot).await {
-            Ok(Some(b)) => self.lag_bytes = Some((b, std::time::Instant::now())),
-            Ok(None) => {}
-            // status keeps the last figure; the stream itself shows errors
-            Err(e) => tracing::debug!(error = %e, "cannot measure the slot's WAL"),
+            lag_bytes: self.lag_bytes.as_ref().and_then(lag::LagBytes::get),
         }
     }
 
@@ -326,6 +317,12 @@ impl PgCdcSource {
             .await
             .map_err(fail)?;
         self.tables = tables.clone();
+        if self.lag_bytes.is_none() {
+            self.lag_bytes = Some(lag::LagBytes::start(
+                settings.connect_options(),
+                slot.clone(),
+            ));
+        }
         let conn = self.catalog().await?;
         let copy = settings.snapshot == Snapshot::Initial;
         match setup::slot(conn, &slot).await.map_err(fail)? {
@@ -366,6 +363,7 @@ impl PgCdcSource {
                     skip: 0,
                     snapshot: None,
                     copying: None,
+                    backfill: None,
                 };
                 self.gated = Some(gated);
                 self.copy_from(0, None, Some(conn)).await?;
@@ -541,6 +539,28 @@ impl PgCdcSource {
         Ok(chunk)
     }
 
+    /// A keepalive says the server has decoded and sent everything up to
+    /// `wal_end`. When everything read so far is staged, nothing this
+    /// stream captures lies before it: the slot may be confirmed there, so
+    /// a publication whose tables are quiet holds no WAL while the rest of
+    /// the server writes. A transaction still open at `wal_end` commits
+    /// after it and is sent again after a restart.
+    fn idle_confirm(&mut self, wal_end: Lsn, chunk: &Chunk) {
+        let all_staged = !self.txn.open
+            && chunk.is_empty()
+            && self.position.skip == 0
+            && self.position.snapshot.is_none()
+            && self.confirmed == Some(self.position.lsn);
+        if !all_staged || wal_end <= self.position.lsn {
+            return;
+        }
+        if let Some(client) = &self.client {
+            client.update_applied_lsn(wal_end);
+            self.confirmed = Some(wal_end);
+            self.position.lsn = wal_end;
+        }
+    }
+
     /// The engine staged everything up to `cursor`: the slot may be
     /// confirmed to its transaction boundary.
     pub fn staged(&mut self, cursor: &str) {
@@ -582,9 +602,13 @@ impl PgCdcSource {
         self.scope_in_chunk = None;
         let mut wait = FIRST_WAIT;
         let mut first: Option<std::time::Instant> = None;
+        self.start_backfill().await;
         loop {
             if first.is_some_and(|t| t.elapsed() >= READ_SLICE) {
                 break;
+            }
+            if !self.txn.open {
+                self.open_window().await?;
             }
             let client = self.client.as_mut().expect("started above");
             let event = match tokio::time::timeout(wait, client.recv()).await {
@@ -614,6 +638,7 @@ impl PgCdcSource {
                         skip: 0,
                         snapshot: None,
                         copying: None,
+                        backfill: self.position.backfill.take(),
                     };
                     self.last_commit_micros = Some(commit_time_micros);
                     chunk.cursor = Some(self.cursor_text());
@@ -632,28 +657,29 @@ impl PgCdcSource {
                         // a transaction spanning batches: the slot stays at
                         // its start, the cursor counts what is staged
                         let mid = Position {
-                            lsn: self.position.lsn,
                             skip: self.txn.changes,
-                            snapshot: None,
-                            copying: None,
+                            ..self.position.clone()
                         };
                         chunk.cursor = Some(serde_json::to_string(&mid).expect("serializes"));
                         break;
                     }
                 }
-                ReplicationEvent::KeepAlive { .. }
-                | ReplicationEvent::Message { .. }
-                | ReplicationEvent::StoppedAt { .. } => {}
+                ReplicationEvent::Message {
+                    prefix, content, ..
+                } if prefix == backfill::PREFIX => {
+                    self.watermark(&content, &mut chunk).await?;
+                }
+                ReplicationEvent::KeepAlive { wal_end, .. } => {
+                    self.idle_confirm(wal_end, &chunk);
+                }
+                ReplicationEvent::Message { .. } | ReplicationEvent::StoppedAt { .. } => {}
             }
         }
         self.caught_up = chunk.at_end && chunk.is_empty() && !self.txn.open;
-        self.measure_lag_bytes().await;
         if self.txn.open && self.txn.changes > 0 && !chunk.is_empty() {
             let mid = Position {
-                lsn: self.position.lsn,
                 skip: self.txn.changes,
-                snapshot: None,
-                copying: None,
+                ..self.position.clone()
             };
             chunk.cursor = Some(serde_json::to_string(&mid).expect("serializes"));
         }
@@ -777,6 +803,11 @@ impl PgCdcSource {
             return Ok(()); // staged before the restart
         }
         for (relation_id, item) in items {
+            if let (Some(rel), Item::Record(r)) = (self.relations.get(&relation_id), &item) {
+                if let Some(b) = self.backfill.as_mut() {
+                    b.touched(&rel.table, &r.fields);
+                }
+            }
             if self.scope_in_chunk != Some(relation_id) {
                 if let Some(rel) = self.relations.get(&relation_id) {
                     chunk.items.push(Item::Table(rel.table.clone()));
