@@ -184,6 +184,18 @@ as_pgcdc() {
 
 pgcdc_ready() { [[ -f $(pgcdc_dir)/PG_VERSION ]]; }
 
+# the loopback certificate, where the server's user can read it (its key
+# must be the user's own, mode 600), for TLS tests of the cdc source
+pgcdc_certs() {
+	local dir
+	dir=$(pgcdc_dir)
+	[[ -d $dir ]] || return 0
+	cp "$CERTS/ftps.crt" "$dir/server.crt"
+	cp "$CERTS/ftps.key" "$dir/server.key"
+	((EUID == 0)) && chown postgres: "$dir/server.crt" "$dir/server.key"
+	chmod 600 "$dir/server.key"
+}
+
 install_pgcdc() {
 	local dir bin
 	dir=$(pgcdc_dir)
@@ -286,7 +298,8 @@ service_cmd() {
 		dir=$(pgcdc_dir)
 		CMD=("$(pg_bindir)/postgres" -D "$dir" -p "$PGCDC_PORT" -c listen_addresses=127.0.0.1
 			-c unix_socket_directories="$dir" -c wal_level=logical -c max_replication_slots=32
-			-c max_wal_senders=32 -c max_connections=200 -c wal_sender_timeout=60s)
+			-c max_wal_senders=32 -c max_connections=200 -c wal_sender_timeout=60s
+			-c ssl=on -c ssl_cert_file="$dir/server.crt" -c ssl_key_file="$dir/server.key")
 		((EUID == 0)) && CMD=(setpriv --reuid=postgres --regid=postgres --clear-groups -- "${CMD[@]}")
 		;;
 	*) die "unknown service $1" ;;
@@ -458,7 +471,8 @@ cmd_up() {
 	install_for "${SERVICES[@]}"
 	local svc failed=0
 	for svc in "${SERVICES[@]}"; do
-		[[ $svc == ftps ]] && make_cert
+		[[ $svc == ftps || $svc == pgcdc ]] && make_cert
+		[[ $svc == pgcdc ]] && pgcdc_certs
 	done
 	STARTED=()
 	for svc in "${SERVICES[@]}"; do
@@ -544,6 +558,7 @@ cmd_env() {
 		"ABRQ_TEST_POSTGRES_URL=postgres://postgres@127.0.0.1:$PG_PORT/test"
 		"ABRQ_TEST_MYSQL_URL=mysql://root@127.0.0.1:$MYSQL_PORT/test"
 		"ABRQ_TEST_PGCDC_URL=postgres://postgres@127.0.0.1:$PGCDC_PORT/test"
+		"ABRQ_TEST_PGCDC_CA_FILE=$CERTS/ftps.crt"
 		"ABRQ_TEST_DATASETS=$DATASETS"
 	)
 	local kv

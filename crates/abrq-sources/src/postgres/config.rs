@@ -271,12 +271,6 @@ impl PostgresSettings {
                 only("cursor", o.cursor.is_some(), "cursor")?;
                 only("poll_interval", o.poll_interval.is_some(), "cursor")?;
                 only("primary_key", !o.primary_key.is_empty(), "cursor")?;
-                if o.tls || o.tls_ca_file.is_some() {
-                    return Err(at(
-                        "tls",
-                        "TLS for the replication connection is not in this build yet".into(),
-                    ));
-                }
                 String::new()
             }
         };

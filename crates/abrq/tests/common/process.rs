@@ -156,6 +156,19 @@ impl Abrq {
         self.wait_ready().await;
     }
 
+    /// `abrq run`, then waits for /healthz only: for a run whose /readyz
+    /// is meant to say something is failing.
+    pub async fn start_live(&mut self) {
+        let config = self.config_path().display().to_string();
+        self.spawn(&["run", "--config", &config]);
+        let healthz = format!("{}/healthz", self.base());
+        wait_until(LONG, "abrq to answer /healthz", async || {
+            self.assert_alive();
+            matches!(self.http.get(&healthz).send().await, Ok(r) if r.status().is_success())
+        })
+        .await;
+    }
+
     pub async fn wait_ready(&self) {
         let url = format!("{}/readyz", self.base());
         wait_until(LONG, "abrq to answer /readyz", async || {

@@ -13,6 +13,7 @@
 mod backfill;
 mod lag;
 pub mod setup;
+mod tls;
 pub mod values;
 
 use std::collections::HashMap;
@@ -140,6 +141,8 @@ pub struct PgCdcSource {
     /// The position the engine last reported staged.
     confirmed: Option<Lsn>,
     lag_bytes: Option<lag::LagBytes>,
+    /// The TLS tunnel the replication session runs through (tls on).
+    tunnel: Option<tls::Tunnel>,
     fresh: bool,
 }
 
@@ -202,6 +205,7 @@ impl PgCdcSource {
             caught_up: false,
             confirmed: None,
             lag_bytes: None,
+            tunnel: None,
             fresh,
         })
     }
@@ -329,7 +333,8 @@ impl PgCdcSource {
             setup::Slot::Missing if fresh && copy => {
                 // the slot and a snapshot of the table at its start, made
                 // in one command: the copy and the stream meet exactly
-                let mut gated = ReplicationClient::connect_gated(self.replication_config())
+                let config = self.replication_config().await?;
+                let mut gated = ReplicationClient::connect_gated(config)
                     .await
                     .map_err(|e| self.fail("cannot open a replication session", e))?;
                 let rows = gated
@@ -453,10 +458,26 @@ impl PgCdcSource {
         }
     }
 
-    fn replication_config(&self) -> ReplicationConfig {
+    /// How the replication client connects: to the server, or with TLS
+    /// on, to the loopback end of a new TLS tunnel to it.
+    async fn replication_config(&mut self) -> Result<ReplicationConfig, SourceError> {
         let s = &self.settings;
-        ReplicationConfig::new(
-            s.host.clone(),
+        let (host, port) = match s.tls || s.tls_ca_file.is_some() {
+            false => (s.host.clone(), s.port),
+            true => {
+                let config = tls::client_config(s.tls_ca_file.as_deref())
+                    .map_err(|e| self.fail("TLS", e))?;
+                let tunnel = tls::open(&s.host, s.port, config)
+                    .await
+                    .map_err(|e| self.fail("TLS", e))?;
+                let local = tunnel.local;
+                self.tunnel = Some(tunnel);
+                (local.ip().to_string(), local.port())
+            }
+        };
+        let s = &self.settings;
+        Ok(ReplicationConfig::new(
+            host,
             s.username.clone().unwrap_or_else(|| "postgres".into()),
             s.password
                 .as_ref()
@@ -466,13 +487,13 @@ impl PgCdcSource {
             self.slot.clone(),
             self.publication.clone(),
         )
-        .with_port(s.port)
+        .with_port(port)
         .with_application_name(format!("abrq {}", self.slot))
         .with_start_lsn(self.position.lsn)
         .with_ack_lsn(self.position.lsn)
         // confirmations reach the server within this, so the slot
         // releases WAL soon after a batch is staged
-        .with_status_interval(Duration::from_millis(500))
+        .with_status_interval(Duration::from_millis(500)))
     }
 
     /// Starts streaming after the staged position: on the session that
@@ -486,9 +507,12 @@ impl PgCdcSource {
                     .map_err(|e| self.fail("cannot start replication", e))?;
                 gated
             }
-            None => ReplicationClient::connect(self.replication_config())
-                .await
-                .map_err(|e| self.fail("cannot start replication", e))?,
+            None => {
+                let config = self.replication_config().await?;
+                ReplicationClient::connect(config)
+                    .await
+                    .map_err(|e| self.fail("cannot start replication", e))?
+            }
         };
         client
             .wait_started()
