@@ -8,7 +8,7 @@
 # load.
 #
 # usage: scripts/services.sh up|down|env|status [service...]
-#   services: s3 azure gcs ftp ftps kafka pgcdc postgres mysql (default: all)
+#   services: s3 azure gcs ftp ftps kafka pgcdc mysqlcdc postgres mysql (default: all)
 #
 # Tools are installed once into ${ABRQ_CACHE_DIR:-$HOME/.cache/abrq}, outside
 # the clone, and reused. Each service runs as its own process with its PID in
@@ -49,6 +49,7 @@ FTPS_PASSIVE=30050-30099
 KAFKA_PORT=9092
 PG_PORT=5432
 PGCDC_PORT=5442
+MYSQLCDC_PORT=3316
 MYSQL_PORT=3306
 
 FTP_USER=${ABRQ_TEST_FTP_USER:-abrq}
@@ -57,7 +58,7 @@ FTP_PASSWORD=${ABRQ_TEST_FTP_PASSWORD:-abrq-test}
 AZURE_ACCOUNT=devstoreaccount1
 AZURE_KEY='Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=='
 
-ALL_SERVICES=(s3 azure gcs ftp ftps kafka pgcdc)
+ALL_SERVICES=(s3 azure gcs ftp ftps kafka pgcdc mysqlcdc)
 ALL_CHECKS=(postgres mysql)
 
 say() { printf 'services: %s\n' "$*" >&2; }
@@ -149,6 +150,39 @@ make_cert() {
 	say "made ftps certificate $CERTS/ftps.crt"
 }
 
+# --- the CDC MariaDB server ----------------------------------------------------
+
+# with a row-based binlog, in the cache, on its own port and socket
+mysqlcdc_dir() { printf '%s/mysqlcdc' "$CACHE"; }
+mysqlcdc_sock() { printf '%s/mysqlcdc/mysqld.sock' "$CACHE"; }
+mysqlcdc_ready() { [[ -d $(mysqlcdc_dir)/mysql ]]; }
+
+# mariadbd refuses root unless told to run as it
+mysqlcdc_user() { ((EUID == 0)) && echo root || id -un; }
+
+install_mysqlcdc() {
+	local dir
+	dir=$(mysqlcdc_dir)
+	command -v mariadb-install-db >/dev/null ||
+		die "no MariaDB server binaries; on debian: apt-get install -y mariadb-server"
+	rm -rf "$dir"
+	mkdir -p "$dir"
+	mariadb-install-db --no-defaults --datadir="$dir" --user="$(mysqlcdc_user)" \
+		--auth-root-authentication-method=normal --skip-test-db >"$LOGS/mysqlcdc-install.log" 2>&1 ||
+		{
+			tail -n 20 "$LOGS/mysqlcdc-install.log" >&2
+			die "mariadb-install-db failed (log: $LOGS/mysqlcdc-install.log)"
+		}
+}
+
+# root without a password on 127.0.0.1 and the test database, once it answers
+mysqlcdc_setup() {
+	mariadb --no-defaults --socket="$(mysqlcdc_sock)" -u root -e \
+		"CREATE USER IF NOT EXISTS 'root'@'127.0.0.1'; \
+		 GRANT ALL ON *.* TO 'root'@'127.0.0.1' WITH GRANT OPTION; \
+		 CREATE DATABASE IF NOT EXISTS test"
+}
+
 # --- the CDC PostgreSQL cluster ------------------------------------------------
 
 # the newest installed server's binaries (Debian keeps them off PATH)
@@ -230,6 +264,7 @@ install_for() {
 		azure) need_npm=1 ;;
 		kafka) need_tansu=1 ;;
 		pgcdc) pgcdc_ready || timed_install "postgresql cluster for cdc" install_pgcdc ;;
+		mysqlcdc) mysqlcdc_ready || timed_install "mariadb server for cdc" install_mysqlcdc ;;
 		esac
 	done
 	local pids=() start=$SECONDS
@@ -302,6 +337,14 @@ service_cmd() {
 			-c ssl=on -c ssl_cert_file="$dir/server.crt" -c ssl_key_file="$dir/server.key")
 		((EUID == 0)) && CMD=(setpriv --reuid=postgres --regid=postgres --clear-groups -- "${CMD[@]}")
 		;;
+	mysqlcdc)
+		local dir
+		dir=$(mysqlcdc_dir)
+		CMD=(mariadbd --no-defaults --datadir="$dir" --port="$MYSQLCDC_PORT" --bind-address=127.0.0.1
+			--socket="$(mysqlcdc_sock)" --pid-file="$dir/mysqld.pid" --user="$(mysqlcdc_user)"
+			--log-bin="$dir/binlog" --binlog-format=ROW --binlog-row-image=FULL --server-id=1
+			--skip-name-resolve --max-connections=200)
+		;;
 	*) die "unknown service $1" ;;
 	esac
 }
@@ -315,6 +358,7 @@ service_marker() {
 	ftp | ftps) echo pyftpdlib ;;
 	kafka) echo tansu ;;
 	pgcdc) echo "$(pgcdc_dir)" ;;
+	mysqlcdc) echo "$(mysqlcdc_dir)" ;;
 	esac
 }
 
@@ -327,6 +371,7 @@ service_url() {
 	ftps) echo "ftps://127.0.0.1:$FTPS_PORT" ;;
 	kafka) echo "127.0.0.1:$KAFKA_PORT" ;;
 	pgcdc) echo "127.0.0.1:$PGCDC_PORT" ;;
+	mysqlcdc) echo "127.0.0.1:$MYSQLCDC_PORT" ;;
 	postgres) echo "127.0.0.1:$PG_PORT" ;;
 	mysql) echo "127.0.0.1:$MYSQL_PORT" ;;
 	esac
@@ -357,6 +402,7 @@ ready() {
 			timeout 5 "$TANSU" topic list --broker "tcp://127.0.0.1:$KAFKA_PORT" >/dev/null 2>&1
 		;;
 	pgcdc) "$(pg_bindir)/pg_isready" -q -h 127.0.0.1 -p "$PGCDC_PORT" ;;
+	mysqlcdc) mariadb-admin --no-defaults --socket="$(mysqlcdc_sock)" -u root --connect-timeout=2 ping >/dev/null 2>&1 ;;
 	esac
 }
 
@@ -418,6 +464,7 @@ await() {
 		sleep 0.2
 	done
 	[[ $svc == pgcdc ]] && pgcdc_setup
+	[[ $svc == mysqlcdc ]] && mysqlcdc_setup
 	say "$svc ready at $(service_url "$svc") (pid $pid)"
 }
 
@@ -458,7 +505,7 @@ select_services() {
 	local svc
 	for svc in "$@"; do
 		case $svc in
-		s3 | azure | gcs | ftp | ftps | kafka | pgcdc) SERVICES+=("$svc") ;;
+		s3 | azure | gcs | ftp | ftps | kafka | pgcdc | mysqlcdc) SERVICES+=("$svc") ;;
 		postgres | mysql) CHECKS+=("$svc") ;;
 		*) die "unknown service $svc (known: ${ALL_SERVICES[*]} ${ALL_CHECKS[*]})" ;;
 		esac
@@ -559,6 +606,7 @@ cmd_env() {
 		"ABRQ_TEST_MYSQL_URL=mysql://root@127.0.0.1:$MYSQL_PORT/test"
 		"ABRQ_TEST_PGCDC_URL=postgres://postgres@127.0.0.1:$PGCDC_PORT/test"
 		"ABRQ_TEST_PGCDC_CA_FILE=$CERTS/ftps.crt"
+		"ABRQ_TEST_MYSQLCDC_URL=mysql://root@127.0.0.1:$MYSQLCDC_PORT/test"
 		"ABRQ_TEST_DATASETS=$DATASETS"
 	)
 	local kv

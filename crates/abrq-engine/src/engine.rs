@@ -101,7 +101,10 @@ impl Engine {
             tasks.spawn(gc::run(s.clone(), config.spool.gc_interval.0));
             if matches!(
                 s.source_engine,
-                SourceEngine::File | SourceEngine::Generate | SourceEngine::Postgres
+                SourceEngine::File
+                    | SourceEngine::Generate
+                    | SourceEngine::Postgres
+                    | SourceEngine::Mysql
             ) {
                 let src_cfg = sc.source.get_ref().clone();
                 let s2 = s.clone();
@@ -223,12 +226,6 @@ async fn register_stream(
 ) -> Result<Arc<StreamShared>, StartError> {
     let name = sc.name.as_str();
     let source_engine = sc.source.get_ref().engine;
-    if source_engine == SourceEngine::Mysql {
-        return Err(StartError::Source {
-            stream: name.to_string(),
-            engine: format!("{source_engine:?}").to_lowercase(),
-        });
-    }
     let row = store.register_stream(name).await?;
     let stats = store.spool_stats(name).await?;
     let mut destinations = Vec::new();

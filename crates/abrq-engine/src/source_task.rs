@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use abrq_core::config::{SourceConfig, SourceEngine};
+use abrq_sources::mysql::{MysqlCdcSource, MysqlSettings};
 use abrq_sources::postgres::{Mode, PgCdcSource, PgCursorSource, PostgresSettings};
 use abrq_sources::{Chunk, FileSource, GenerateSource, Limits, Progress, ReadChunk, SourceError};
 use abrq_state::NewBatch;
@@ -69,7 +70,14 @@ pub async fn run(stream: Arc<StreamShared>, cfg: SourceConfig) -> Result<(), Sou
                 }
             }
         }
-        SourceEngine::Http | SourceEngine::Mysql => Ok(()),
+        SourceEngine::Mysql => {
+            let settings = MysqlSettings::from_config(&cfg).map_err(SourceError::Config)?;
+            let what = settings.describe();
+            let how = Pace::forever(Duration::from_millis(1));
+            let src = MysqlCdcSource::new(settings, &stream.name, cursor.as_deref())?;
+            pump(stream, src, how, what).await
+        }
+        SourceEngine::Http => Ok(()),
     }
 }
 
@@ -134,6 +142,16 @@ impl Reader for PgCdcSource {
 
     fn backfill(&mut self, table: Option<String>) {
         PgCdcSource::backfill(self, table);
+    }
+}
+
+impl Reader for MysqlCdcSource {
+    async fn read(&mut self, limits: Limits) -> Result<Chunk, SourceTaskError> {
+        Ok(self.read_chunk(limits).await?)
+    }
+
+    fn progress(&self) -> Option<Progress> {
+        Some(MysqlCdcSource::progress(self))
     }
 }
 

@@ -6,7 +6,6 @@
 
 use abrq_core::config::{Config, SourceConfig, SourceEngine};
 
-use crate::database::DatabaseOptions;
 use crate::file::FileOptions;
 use crate::generate::GenerateOptions;
 use crate::http::HttpOptions;
@@ -27,7 +26,7 @@ pub fn check(cfg: &SourceConfig) -> Result<(), String> {
         SourceEngine::Generate => GenerateOptions::from_config(cfg).map(drop),
         SourceEngine::Http => HttpOptions::from_config(cfg).map(drop),
         SourceEngine::Postgres => PostgresSettings::from_config(cfg).map(drop),
-        SourceEngine::Mysql => DatabaseOptions::from_config(cfg).map(drop),
+        SourceEngine::Mysql => crate::mysql::MysqlSettings::from_config(cfg).map(drop),
     }
 }
 

@@ -4,11 +4,11 @@
 
 pub mod chunk;
 pub mod config;
-pub mod database;
 pub mod file;
 pub mod generate;
 pub mod http;
 pub mod ingest;
+pub mod mysql;
 pub mod postgres;
 pub mod progress;
 

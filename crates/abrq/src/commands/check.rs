@@ -6,6 +6,7 @@ use std::path::Path;
 
 use abrq_core::config::SourceConfig;
 use abrq_core::config::SourceEngine;
+use abrq_sources::mysql::{MysqlCdcSource, MysqlSettings};
 use abrq_sources::postgres::{Mode, PgCdcSource, PgCursorSource, PostgresSettings};
 
 pub async fn check(config_path: &Path) -> anyhow::Result<()> {
@@ -25,10 +26,15 @@ pub async fn check(config_path: &Path) -> anyhow::Result<()> {
     for s in &config.streams {
         let s = s.get_ref();
         let source = s.source.get_ref();
-        if source.engine == SourceEngine::Postgres {
-            let label = format!("{} source (postgres)", s.name);
+        if matches!(source.engine, SourceEngine::Postgres | SourceEngine::Mysql) {
+            let label = format!("{} source ({})", s.name, source.engine.as_str());
             let cursor = store.cursor(s.name.as_str()).await.unwrap_or(None);
-            let outcome = check_postgres(s.name.as_str(), source, cursor.as_deref()).await;
+            let outcome = match source.engine {
+                SourceEngine::Mysql => {
+                    check_mysql(s.name.as_str(), source, cursor.as_deref()).await
+                }
+                _ => check_postgres(s.name.as_str(), source, cursor.as_deref()).await,
+            };
             match outcome {
                 Ok(detail) => println!("{label}: ok {detail}"),
                 Err(e) => {
@@ -60,6 +66,18 @@ pub async fn check(config_path: &Path) -> anyhow::Result<()> {
         anyhow::bail!("{failures} source(s) or destination(s) failed the check");
     }
     Ok(())
+}
+
+/// Connects to a mysql source and says where it will read, or every
+/// server setting that is missing.
+async fn check_mysql(
+    stream: &str,
+    source: &SourceConfig,
+    cursor: Option<&str>,
+) -> Result<String, String> {
+    let settings = MysqlSettings::from_config(source)?;
+    let mut src = MysqlCdcSource::new(settings, stream, cursor).map_err(|e| e.to_string())?;
+    src.check().await.map_err(|e| e.to_string())
 }
 
 /// Connects to a postgres source and says how it will read, or every

@@ -50,6 +50,20 @@ pub struct Staged {
     rows: u64,
 }
 
+impl Staged {
+    /// A backfill of `tables` (the first one after its row `after`): how
+    /// a snapshot copy cut short goes on. None when there is no table.
+    pub fn resume(tables: &[TableName], after: Option<String>) -> Option<Staged> {
+        let (first, rest) = tables.split_first()?;
+        Some(Staged {
+            table: first.to_string(),
+            after,
+            rest: rest.iter().map(ToString::to_string).collect(),
+            rows: 0,
+        })
+    }
+}
+
 pub struct Backfill {
     table: TableName,
     reader: PgCursorSource,

@@ -382,15 +382,16 @@ impl PgCdcSource {
             }
             setup::Slot::Ready { .. } => {
                 // a copy that stopped (or never staged its first page) goes
-                // on after its last staged row, at the current state; the
-                // slot has kept every change since its start meanwhile
+                // on after its last staged row as a backfill: watermark
+                // windows merged with the stream, which starts now at the
+                // slot's start (its snapshot is gone with the session)
                 let resume = match (&self.position.snapshot, fresh && copy) {
                     (Some(c), _) => Some(Some(c.clone()).filter(|c| !c.is_empty())),
                     (None, true) => Some(None),
                     (None, false) => None,
                 };
                 if let Some(after) = resume {
-                    // the table the copy was in; gone or renamed: the next
+                    // the table the copy was in; gone or renamed: the first
                     let at = match &self.position.copying {
                         None => 0,
                         Some(name) => tables
@@ -398,8 +399,10 @@ impl PgCdcSource {
                             .position(|t| t.to_string() == *name)
                             .unwrap_or(0),
                     };
-                    self.copy_from(at, after.as_deref(), None).await?;
-                    return Ok(());
+                    tracing::info!(table = ?self.position.copying, "snapshot copy cut short: the rest is read as a backfill");
+                    self.position.backfill = backfill::Staged::resume(&tables[at..], after);
+                    self.position.snapshot = None;
+                    self.position.copying = None;
                 }
             }
         }

@@ -1,0 +1,90 @@
+//! What the catalog says about a table: its columns in order (the binlog
+//! names none), their declared types, and the primary key.
+
+use mysql_async::prelude::Queryable;
+use serde_json::{Map, Value};
+
+use super::config::TableName;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Column {
+    pub name: String,
+    /// `COLUMN_TYPE`, e.g. `decimal(10,2)` or `int(10) unsigned`.
+    pub column_type: String,
+    /// `DATA_TYPE`, e.g. `decimal`.
+    pub data_type: String,
+    pub key: bool,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Shape {
+    pub columns: Vec<Column>,
+    /// The schema instruction batches carry for this table.
+    pub declared: Map<String, Value>,
+}
+
+/// The table's columns in ordinal order; `None` when it does not exist.
+pub async fn shape(conn: &mut mysql_async::Conn, t: &TableName) -> Result<Option<Shape>, String> {
+    let rows: Vec<(String, String, String, String)> = conn
+        .exec(
+            "SELECT CAST(COLUMN_NAME AS CHAR), CAST(COLUMN_TYPE AS CHAR), CAST(DATA_TYPE AS CHAR), \
+             CAST(COLUMN_KEY AS CHAR) FROM information_schema.COLUMNS \
+             WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? ORDER BY ORDINAL_POSITION",
+            (&t.database, &t.name),
+        )
+        .await
+        .map_err(|e| format!("cannot read the columns of {t}: {e}"))?;
+    if rows.is_empty() {
+        return Ok(None);
+    }
+    let columns: Vec<Column> = rows
+        .into_iter()
+        .map(|(name, column_type, data_type, key)| Column {
+            name,
+            column_type,
+            data_type: data_type.to_ascii_lowercase(),
+            key: key == "PRI",
+        })
+        .collect();
+    let declared = columns
+        .iter()
+        .map(|c| {
+            let ty = match c.key {
+                true => serde_json::json!({ "type": c.column_type, "primary_key": true }),
+                false => Value::String(c.column_type.clone()),
+            };
+            (c.name.clone(), ty)
+        })
+        .collect();
+    Ok(Some(Shape { columns, declared }))
+}
+
+/// Every server setting the binlog source needs that is not so, each with
+/// its fix.
+pub async fn missing(conn: &mut mysql_async::Conn) -> Result<Vec<String>, String> {
+    let row: Option<(String, String, String)> = conn
+        .query_first(
+            "SELECT CAST(@@GLOBAL.log_bin AS CHAR), CAST(@@GLOBAL.binlog_format AS CHAR), \
+             CAST(@@GLOBAL.binlog_row_image AS CHAR)",
+        )
+        .await
+        .map_err(|e| format!("cannot read the binlog settings: {e}"))?;
+    let Some((log_bin, format, image)) = row else {
+        return Err("cannot read the binlog settings".into());
+    };
+    let mut out = Vec::new();
+    if log_bin != "1" && !log_bin.eq_ignore_ascii_case("on") {
+        out.push("the binlog is off: start the server with log_bin".to_string());
+    }
+    if !format.eq_ignore_ascii_case("row") {
+        out.push(format!(
+            "binlog_format is {format}: set binlog_format = ROW (changes logged as statements cannot be read as rows)"
+        ));
+    }
+    if !image.eq_ignore_ascii_case("full") {
+        out.push(format!(
+            "binlog_row_image is {image}: set binlog_row_image = FULL (a partial image leaves columns out of updates and deletes)"
+        ));
+    }
+    Ok(out)
+}

@@ -1,0 +1,601 @@
+//! `mode = "cdc"`: the row-based binlog read as a replica (mysql_async's
+//! binlog stream). The stream's cursor is the binlog file and position
+//! just after the last source transaction whose changes are all staged,
+//! plus how many changes of the next one are staged when a transaction
+//! spans batches (`{"file": "binlog.000003", "pos": 1808, "skip": 1000}`).
+//! A restart asks the server for the binlog from there and skips exactly
+//! the changes already staged. Column names and types come from the
+//! catalog (the binlog has neither), read again when an `ALTER TABLE` of a
+//! captured table goes by.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use abrq_core::{Item, Op, Record, TableRef};
+use futures::StreamExt;
+use mysql_async::binlog::events::{EventData, RowsEventData};
+use mysql_async::binlog::row::BinlogRow;
+use mysql_async::prelude::Queryable;
+use mysql_async::{BinlogStream, BinlogStreamRequest, Conn};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use super::catalog::{self, Shape};
+use super::config::{MysqlSettings, TableName};
+use super::values;
+use crate::chunk::{Chunk, Limits};
+use crate::file::SourceError;
+use crate::progress::Progress;
+
+const FIRST_WAIT: Duration = Duration::from_millis(200);
+const NEXT_WAIT: Duration = Duration::from_millis(5);
+/// A read returns at most this long after its first event.
+const READ_SLICE: Duration = Duration::from_millis(5);
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct Position {
+    file: String,
+    pos: u64,
+    #[serde(default)]
+    skip: u64,
+}
+
+#[derive(Debug, Default)]
+struct Txn {
+    open: bool,
+    changes: u64,
+    skip: u64,
+}
+
+pub struct MysqlCdcSource {
+    settings: MysqlSettings,
+    server_id: u32,
+    position: Option<Position>,
+    binlog: Option<BinlogStream>,
+    /// The binlog file the stream is in (rotations move it).
+    file: String,
+    catalog: Option<Conn>,
+    captured: HashSet<TableName>,
+    shapes: HashMap<TableName, Arc<Shape>>,
+    txn: Txn,
+    declared_in_chunk: Vec<TableName>,
+    scope_in_chunk: Option<TableName>,
+    /// Unix time of the last event read, and whether nothing waited.
+    last_event: Option<u32>,
+    caught_up: bool,
+}
+
+fn fail(s: &MysqlSettings, what: &str, e: impl std::fmt::Display) -> SourceError {
+    SourceError::Database {
+        at: s.describe(),
+        message: format!("{what}: {e}"),
+    }
+}
+
+impl MysqlCdcSource {
+    pub fn new(
+        settings: MysqlSettings,
+        stream: &str,
+        cursor: Option<&str>,
+    ) -> Result<Self, SourceError> {
+        let position = match cursor {
+            None => None,
+            Some(c) => Some(serde_json::from_str(c).map_err(|e| SourceError::Database {
+                at: settings.describe(),
+                message: format!("the stored cursor {c:?} is not this source's: {e}"),
+            })?),
+        };
+        Ok(MysqlCdcSource {
+            server_id: settings.server_id_for(stream),
+            captured: settings.tables.iter().cloned().collect(),
+            settings,
+            position,
+            binlog: None,
+            file: String::new(),
+            catalog: None,
+            shapes: HashMap::new(),
+            txn: Txn::default(),
+            declared_in_chunk: Vec::new(),
+            scope_in_chunk: None,
+            last_event: None,
+            caught_up: false,
+        })
+    }
+
+    fn fail(&self, what: &str, e: impl std::fmt::Display) -> SourceError {
+        fail(&self.settings, what, e)
+    }
+
+    async fn catalog(&mut self) -> Result<&mut Conn, SourceError> {
+        if self.catalog.is_none() {
+            let conn = Conn::new(self.settings.opts())
+                .await
+                .map_err(|e| self.fail("cannot connect", e))?;
+            self.catalog = Some(conn);
+        }
+        Ok(self.catalog.as_mut().expect("connected above"))
+    }
+
+    /// Where the source stands and how far behind the server it is.
+    pub fn progress(&self) -> Progress {
+        let lag_seconds = match (self.caught_up, self.last_event) {
+            (true, _) => Some(0.0),
+            (false, Some(at)) => {
+                let now = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_secs());
+                Some(now.saturating_sub(u64::from(at)) as f64)
+            }
+            (false, None) => None,
+        };
+        Progress {
+            position: serde_json::json!({
+                "binlog": self.position.as_ref().map(|p| serde_json::json!({"file": p.file, "pos": p.pos})),
+                "server_id": self.server_id,
+                "tables": self.settings.tables.iter().map(ToString::to_string).collect::<Vec<_>>(),
+            }),
+            lag_seconds,
+            lag_bytes: None,
+        }
+    }
+
+    /// For `abrq check`: every missing prerequisite, or where it reads.
+    pub async fn check(&mut self) -> Result<String, SourceError> {
+        let conn = self.catalog().await?;
+        let mut missing = catalog::missing(conn)
+            .await
+            .map_err(|e| fail_text("check", e))?;
+        for t in self.settings.tables.clone() {
+            let conn = self.catalog().await?;
+            if catalog::shape(conn, &t)
+                .await
+                .map_err(|e| fail_text("check", e))?
+                .is_none()
+            {
+                missing.push(format!("table {t} does not exist"));
+            }
+        }
+        if let Some(p) = self.position.clone() {
+            if !self.binlog_exists(&p.file).await? {
+                missing.push(purged(&p.file, p.pos));
+            }
+        }
+        if !missing.is_empty() {
+            return Err(self.fail("not ready for binlog replication", missing.join("; ")));
+        }
+        Ok(match &self.position {
+            None => format!(
+                "binlog ready; reading starts at the current end of the binlog as replica {}",
+                self.server_id
+            ),
+            Some(p) => format!(
+                "resumes at {}:{} as replica {}",
+                p.file, p.pos, self.server_id
+            ),
+        })
+    }
+
+    async fn binlog_exists(&mut self, file: &str) -> Result<bool, SourceError> {
+        let conn = self.catalog().await?;
+        let logs: Vec<mysql_async::Row> = conn
+            .query("SHOW BINARY LOGS")
+            .await
+            .map_err(|e| fail_text("cannot list the binlog files", e))?;
+        Ok(logs
+            .iter()
+            .any(|r| r.get::<String, _>(0).is_some_and(|f| f == file)))
+    }
+
+    async fn start(&mut self) -> Result<(), SourceError> {
+        let conn = self.catalog().await?;
+        let missing = catalog::missing(conn)
+            .await
+            .map_err(|e| fail_text("setup", e))?;
+        if !missing.is_empty() {
+            return Err(self.fail("not ready for binlog replication", missing.join("; ")));
+        }
+        let position = match self.position.clone() {
+            Some(p) => {
+                if !self.binlog_exists(&p.file).await? {
+                    return Err(self.fail("binlog position lost", purged(&p.file, p.pos)));
+                }
+                p
+            }
+            None => {
+                let conn = self.catalog().await?;
+                let row: Option<mysql_async::Row> = conn
+                    .query_first("SHOW MASTER STATUS")
+                    .await
+                    .map_err(|e| fail_text("cannot read the binlog position", e))?;
+                let (Some(file), Some(pos)) = (
+                    row.as_ref().and_then(|r| r.get::<String, _>(0)),
+                    row.as_ref().and_then(|r| r.get::<u64, _>(1)),
+                ) else {
+                    return Err(self.fail("setup", "SHOW MASTER STATUS shows no binlog"));
+                };
+                Position { file, pos, skip: 0 }
+            }
+        };
+        let conn = Conn::new(self.settings.opts())
+            .await
+            .map_err(|e| self.fail("cannot connect", e))?;
+        let request = BinlogStreamRequest::new(self.server_id)
+            .with_filename(position.file.as_bytes())
+            .with_pos(position.pos);
+        let binlog = conn
+            .get_binlog_stream(request)
+            .await
+            .map_err(|e| self.fail("cannot start reading the binlog", e))?;
+        tracing::info!(file = %position.file, pos = position.pos, skip = position.skip, server_id = self.server_id, "binlog replication started");
+        self.file = position.file.clone();
+        self.txn = Txn {
+            skip: position.skip,
+            ..Txn::default()
+        };
+        self.position = Some(position);
+        self.binlog = Some(binlog);
+        Ok(())
+    }
+
+    /// Reads the changes that arrive until `limits` is reached or the
+    /// binlog is quiet.
+    pub async fn read_chunk(&mut self, limits: Limits) -> Result<Chunk, SourceError> {
+        if self.binlog.is_none() {
+            self.start().await?;
+        }
+        let result = self.read(limits).await;
+        if result.is_err() {
+            // the session is made again from the staged position
+            self.binlog = None;
+            self.catalog = None;
+        }
+        result
+    }
+
+    fn cursor_text(&self, skip: u64) -> Option<String> {
+        self.position.as_ref().map(|p| {
+            serde_json::to_string(&Position { skip, ..p.clone() }).expect("a position serializes")
+        })
+    }
+
+    async fn read(&mut self, limits: Limits) -> Result<Chunk, SourceError> {
+        let mut chunk = Chunk::default();
+        self.declared_in_chunk.clear();
+        self.scope_in_chunk = None;
+        let mut wait = FIRST_WAIT;
+        let mut first: Option<Instant> = None;
+        loop {
+            if first.is_some_and(|t| t.elapsed() >= READ_SLICE) {
+                break;
+            }
+            let binlog = self.binlog.as_mut().expect("started above");
+            let event = match tokio::time::timeout(wait, binlog.next()).await {
+                Err(_) => {
+                    chunk.at_end = true;
+                    break;
+                }
+                Ok(None) => return Err(self.fail("binlog", "the server ended the stream")),
+                Ok(Some(Err(e))) => return Err(self.fail("binlog", e)),
+                Ok(Some(Ok(e))) => e,
+            };
+            wait = NEXT_WAIT;
+            first.get_or_insert_with(Instant::now);
+            let header = event.header();
+            let log_pos = u64::from(header.log_pos());
+            if header.timestamp() > 0 {
+                self.last_event = Some(header.timestamp());
+            }
+            let data = event
+                .read_data()
+                .map_err(|e| self.fail("cannot decode a binlog event", e))?;
+            match data {
+                // the rotate the server sends first is a fake one, read
+                // before the format description says how events end (its
+                // name carries the checksum); the file asked for is known
+                Some(EventData::RotateEvent(r)) if log_pos > 0 => {
+                    self.file = r.name().into_owned();
+                }
+                Some(EventData::QueryEvent(q)) => {
+                    let sql = q.query().trim().to_string();
+                    let schema = q.schema().to_string();
+                    if sql.eq_ignore_ascii_case("BEGIN") {
+                        self.txn.open = true;
+                        self.txn.changes = 0;
+                        continue;
+                    }
+                    if sql.starts_with('#') || self.txn.open {
+                        continue;
+                    }
+                    // a statement of its own (DDL): a transaction boundary
+                    self.statement(&sql, &schema, &mut chunk).await?;
+                    self.commit(log_pos, &mut chunk);
+                    if chunk.is_full(limits) {
+                        break;
+                    }
+                }
+                Some(EventData::XidEvent(_)) => {
+                    self.commit(log_pos, &mut chunk);
+                    if chunk.is_full(limits) {
+                        break;
+                    }
+                }
+                Some(EventData::RowsEvent(rows)) => {
+                    let binlog = self.binlog.as_ref().expect("started above");
+                    let Some(tme) = binlog.get_tme(rows.table_id()) else {
+                        return Err(self.fail(
+                            "cannot decode a change",
+                            "a row event without its table map",
+                        ));
+                    };
+                    let table = TableName {
+                        database: tme.database_name().into_owned(),
+                        name: tme.table_name().into_owned(),
+                    };
+                    if !self.captured.contains(&table) {
+                        continue;
+                    }
+                    let op =
+                        match &rows {
+                            RowsEventData::WriteRowsEventV1(_)
+                            | RowsEventData::WriteRowsEvent(_) => Op::Insert,
+                            RowsEventData::UpdateRowsEventV1(_)
+                            | RowsEventData::UpdateRowsEvent(_)
+                            | RowsEventData::PartialUpdateRowsEvent(_) => Op::Update,
+                            RowsEventData::DeleteRowsEventV1(_)
+                            | RowsEventData::DeleteRowsEvent(_) => Op::Delete,
+                        };
+                    let columns = tme.columns_count() as usize;
+                    let mut pairs: Vec<(Option<BinlogRow>, Option<BinlogRow>)> = Vec::new();
+                    for row in rows.rows(tme) {
+                        pairs
+                            .push(row.map_err(|e| fail(&self.settings, "cannot decode a row", e))?);
+                    }
+                    let shape = self.shape(&table, columns).await?;
+                    for (before, after) in pairs {
+                        let row = match op {
+                            Op::Delete => before,
+                            Op::Insert | Op::Update => after,
+                        };
+                        let Some(row) = row else { continue };
+                        let fields = fields(&shape, &row, op == Op::Delete);
+                        self.push(
+                            &table,
+                            &shape,
+                            Item::Record(Record { op, fields }),
+                            &mut chunk,
+                        );
+                    }
+                    if chunk.is_full(limits) && self.txn.open {
+                        // a transaction spanning batches: the cursor stays at
+                        // its start and counts what is staged
+                        chunk.cursor = self.cursor_text(self.txn.changes);
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+        self.caught_up = chunk.at_end && chunk.is_empty() && !self.txn.open;
+        if self.txn.open && self.txn.changes > 0 && !chunk.is_empty() {
+            chunk.cursor = self.cursor_text(self.txn.changes);
+        }
+        Ok(chunk)
+    }
+
+    /// The end of a source transaction at `log_pos` of the current file.
+    fn commit(&mut self, log_pos: u64, chunk: &mut Chunk) {
+        self.txn = Txn::default();
+        if log_pos > 0 {
+            self.position = Some(Position {
+                file: self.file.clone(),
+                pos: log_pos,
+                skip: 0,
+            });
+            chunk.cursor = self.cursor_text(0);
+        }
+    }
+
+    /// Adds one change of `table`, after its scope and its columns when
+    /// the chunk has not said them yet; changes staged before a restart
+    /// are skipped.
+    fn push(&mut self, table: &TableName, shape: &Shape, item: Item, chunk: &mut Chunk) {
+        self.txn.changes += 1;
+        if self.txn.changes <= self.txn.skip {
+            return;
+        }
+        if self.scope_in_chunk.as_ref() != Some(table) {
+            chunk.items.push(Item::Table(TableRef::new(
+                Some(&table.database),
+                &table.name,
+            )));
+            self.scope_in_chunk = Some(table.clone());
+        }
+        if !self.declared_in_chunk.contains(table) {
+            chunk.items.push(Item::Schema {
+                columns: shape.declared.clone(),
+            });
+            self.declared_in_chunk.push(table.clone());
+        }
+        if let Item::Record(r) = &item {
+            chunk.records += 1;
+            chunk.bytes += serde_json::to_vec(&r.fields).map_or(0, |v| v.len() as u64);
+        }
+        chunk.items.push(item);
+    }
+
+    /// A statement outside a transaction: `TRUNCATE` of a captured table
+    /// becomes a truncate instruction, `ALTER TABLE` one a schema
+    /// instruction with the columns read again.
+    async fn statement(
+        &mut self,
+        sql: &str,
+        schema: &str,
+        chunk: &mut Chunk,
+    ) -> Result<(), SourceError> {
+        let Some((verb, table)) = ddl_target(sql, schema) else {
+            return Ok(());
+        };
+        if !self.captured.contains(&table) {
+            return Ok(());
+        }
+        match verb {
+            Ddl::Truncate => {
+                let shape = self.shape(&table, 0).await?;
+                self.push(&table, &shape, Item::Truncate, chunk);
+            }
+            Ddl::Alter => {
+                self.shapes.remove(&table);
+                self.declared_in_chunk.retain(|t| *t != table);
+                let shape = self.shape(&table, 0).await?;
+                tracing::info!(%table, columns = shape.columns.len(), "source table's columns changed");
+                // the new columns are declared before the next change
+                self.txn.changes += 1;
+                if self.txn.changes > self.txn.skip {
+                    if self.scope_in_chunk.as_ref() != Some(&table) {
+                        chunk.items.push(Item::Table(TableRef::new(
+                            Some(&table.database),
+                            &table.name,
+                        )));
+                        self.scope_in_chunk = Some(table.clone());
+                    }
+                    chunk.items.push(Item::Schema {
+                        columns: shape.declared.clone(),
+                    });
+                    self.declared_in_chunk.push(table.clone());
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The table's columns, from the cache unless the binlog's column
+    /// count says they changed.
+    async fn shape(
+        &mut self,
+        table: &TableName,
+        columns: usize,
+    ) -> Result<Arc<Shape>, SourceError> {
+        if let Some(s) = self.shapes.get(table) {
+            if columns == 0 || s.columns.len() == columns {
+                return Ok(s.clone());
+            }
+        }
+        let conn = self.catalog().await?;
+        let shape = catalog::shape(conn, table)
+            .await
+            .map_err(|e| fail_text("catalog", e))?
+            .ok_or_else(|| fail_text("catalog", format!("table {table} does not exist")))?;
+        let shape = Arc::new(shape);
+        self.shapes.insert(table.clone(), shape.clone());
+        Ok(shape)
+    }
+
+    pub fn server_id(&self) -> u32 {
+        self.server_id
+    }
+}
+
+fn fail_text(what: &str, e: impl std::fmt::Display) -> SourceError {
+    SourceError::Database {
+        at: "mysql".into(),
+        message: format!("{what}: {e}"),
+    }
+}
+
+/// What to say when the stream's binlog file is gone.
+fn purged(file: &str, pos: u64) -> String {
+    format!(
+        "binlog file {file:?} (the stream's cursor is at position {pos}) is no longer on the \
+         server (purged, e.g. by binlog_expire_logs_seconds or PURGE BINARY LOGS), so changes \
+         after the cursor cannot be read; nothing was skipped silently. Recovery: re-snapshot \
+         the tables into a new stream (a new name starts at the current binlog)"
+    )
+}
+
+/// A row's fields by the catalog's column names; a delete keeps only the
+/// key columns when the table has a key.
+fn fields(shape: &Shape, row: &BinlogRow, delete: bool) -> Map<String, Value> {
+    let has_key = shape.columns.iter().any(|c| c.key);
+    let mut out = Map::with_capacity(shape.columns.len());
+    for (i, col) in shape.columns.iter().enumerate() {
+        if delete && has_key && !col.key {
+            continue;
+        }
+        if let Some(v) = row.as_ref(i) {
+            out.insert(col.name.clone(), values::to_json(col, v));
+        }
+    }
+    out
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ddl {
+    Truncate,
+    Alter,
+}
+
+/// Which captured-table DDL a statement is, and its table: `TRUNCATE
+/// [TABLE] t` and `ALTER [ONLINE|IGNORE] TABLE t ...`; no parser beyond that.
+fn ddl_target(sql: &str, schema: &str) -> Option<(Ddl, TableName)> {
+    let mut words = sql.split_whitespace();
+    let first = words.next()?.to_ascii_lowercase();
+    let (verb, mut next) = match first.as_str() {
+        "truncate" => (Ddl::Truncate, words.next()?),
+        "alter" => (Ddl::Alter, words.next()?),
+        _ => return None,
+    };
+    while matches!(
+        next.to_ascii_lowercase().as_str(),
+        "table" | "online" | "ignore"
+    ) {
+        next = words.next()?;
+    }
+    if verb == Ddl::Alter && sql.to_ascii_lowercase().split_whitespace().nth(1) == Some("database")
+    {
+        return None;
+    }
+    let name = next.trim_end_matches(';');
+    let unquote = |s: &str| s.trim_matches('`').replace("``", "`");
+    let (db, table) = match name.split_once("`.`").or_else(|| name.split_once('.')) {
+        Some((db, t)) => (unquote(db), unquote(t)),
+        None => (schema.to_string(), unquote(name)),
+    };
+    Some((
+        verb,
+        TableName {
+            database: db,
+            name: table,
+        },
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ddl_names_its_table() {
+        let t = |db: &str, n: &str| TableName {
+            database: db.into(),
+            name: n.into(),
+        };
+        assert_eq!(
+            ddl_target("TRUNCATE t", "test"),
+            Some((Ddl::Truncate, t("test", "t")))
+        );
+        assert_eq!(
+            ddl_target("truncate table `shop`.`orders`", "test"),
+            Some((Ddl::Truncate, t("shop", "orders")))
+        );
+        assert_eq!(
+            ddl_target("ALTER TABLE shop.orders ADD COLUMN x int", "test"),
+            Some((Ddl::Alter, t("shop", "orders")))
+        );
+        assert_eq!(ddl_target("CREATE TABLE t (id int)", "test"), None);
+        assert_eq!(
+            ddl_target("ALTER DATABASE d CHARACTER SET utf8", "test"),
+            None
+        );
+    }
+}

@@ -1,0 +1,179 @@
+//! The `mysql` source's keys, checked without I/O. Connection fields:
+//! `host` (127.0.0.1), `port` (3306), `database` (the default database of
+//! unqualified table names), `username`, `password`. Own keys: `mode`
+//! (`cdc`), `table` or `tables` (`name` or `database.name`), `server_id`
+//! (the replica id abrq registers with; derived from the stream unless
+//! set), `snapshot` (`never`: only changes from the stream's start).
+
+use abrq_core::config::{Secret, SourceConfig, Text};
+use serde::Deserialize;
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MysqlOptions {
+    host: Option<Text>,
+    port: Option<u16>,
+    database: Option<Text>,
+    username: Option<Text>,
+    password: Option<Secret>,
+    mode: Option<Text>,
+    table: Option<Text>,
+    #[serde(default)]
+    tables: Vec<Text>,
+    server_id: Option<u32>,
+    snapshot: Option<Text>,
+}
+
+/// A table: its database and name, as the server spells them.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct TableName {
+    pub database: String,
+    pub name: String,
+}
+
+impl std::fmt::Display for TableName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}.{}", self.database, self.name)
+    }
+}
+
+/// An identifier quoted for MySQL.
+pub fn quote(ident: &str) -> String {
+    format!("`{}`", ident.replace('`', "``"))
+}
+
+impl TableName {
+    pub fn quoted(&self) -> String {
+        format!("{}.{}", quote(&self.database), quote(&self.name))
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct MysqlSettings {
+    pub host: String,
+    pub port: u16,
+    pub database: Option<String>,
+    pub username: Option<String>,
+    pub password: Option<Secret>,
+    pub tables: Vec<TableName>,
+    pub server_id: Option<u32>,
+}
+
+impl MysqlSettings {
+    pub fn from_config(cfg: &SourceConfig) -> Result<MysqlSettings, String> {
+        let o: MysqlOptions = cfg.options.parse()?;
+        let text = |t: &Option<Text>| {
+            t.as_ref()
+                .map(|t| t.as_str().to_string())
+                .filter(|s| !s.is_empty())
+        };
+        let at = |key: &str, why: String| {
+            let line = cfg.options.line_of(key).unwrap_or(cfg.line);
+            format!("line {line}: streams.source.{key}: {why} (engine \"mysql\")")
+        };
+        match text(&o.mode).as_deref() {
+            Some("cdc") => {}
+            Some("cursor") | None => {
+                return Err(at(
+                    "mode",
+                    "only mode = \"cdc\" (the binlog) is in this build; polling by a cursor column is not yet".into(),
+                ))
+            }
+            Some(other) => return Err(at("mode", format!("{other:?} is not a mode: \"cdc\""))),
+        }
+        match text(&o.snapshot).as_deref() {
+            Some("never") => {}
+            None | Some("initial") => {
+                return Err(at(
+                    "snapshot",
+                    "copying the rows from before the stream is not in this build yet; set snapshot = \"never\"".into(),
+                ))
+            }
+            Some(other) => {
+                return Err(at("snapshot", format!("{other:?} is not a snapshot mode: \"never\"")))
+            }
+        }
+        let database = text(&o.database);
+        let names: Vec<String> = match (text(&o.table), o.tables.is_empty()) {
+            (Some(_), false) => return Err(at("tables", "set table or tables, not both".into())),
+            (Some(t), true) => vec![t],
+            (None, false) => o.tables.iter().map(|t| t.as_str().to_string()).collect(),
+            (None, true) => return Err(at("table", "table is required".into())),
+        };
+        let mut tables = Vec::new();
+        for n in names {
+            let (db, name) = match n.split_once('.') {
+                Some((db, name)) => (
+                    db.trim_matches('`').to_string(),
+                    name.trim_matches('`').to_string(),
+                ),
+                None => match &database {
+                    Some(db) => (db.clone(), n.trim_matches('`').to_string()),
+                    None => {
+                        return Err(at(
+                            "table",
+                            format!("{n:?} names no database: write database.{n} or set database"),
+                        ))
+                    }
+                },
+            };
+            if db.is_empty() || name.is_empty() {
+                return Err(at("table", format!("{n:?} is not a table name")));
+            }
+            let t = TableName { database: db, name };
+            if !tables.contains(&t) {
+                tables.push(t);
+            }
+        }
+        Ok(MysqlSettings {
+            host: text(&o.host).unwrap_or_else(|| "127.0.0.1".into()),
+            port: o.port.unwrap_or(3306),
+            database,
+            username: text(&o.username),
+            password: o.password.clone().filter(|p| !p.is_empty()),
+            tables,
+            server_id: o.server_id,
+        })
+    }
+
+    /// The replica id: configured, or one derived from the stream (two
+    /// replicas with one id would disconnect each other).
+    pub fn server_id_for(&self, stream: &str) -> u32 {
+        self.server_id.unwrap_or_else(|| {
+            let mut h: u32 = 0x811c_9dc5;
+            for b in stream.bytes() {
+                h ^= u32::from(b);
+                h = h.wrapping_mul(0x0100_0193);
+            }
+            // clear of the small ids servers are usually given
+            1_000_000 + h % 1_000_000_000
+        })
+    }
+
+    pub fn opts(&self) -> mysql_async::Opts {
+        let mut b = mysql_async::OptsBuilder::default()
+            .ip_or_hostname(self.host.clone())
+            .tcp_port(self.port)
+            .db_name(self.database.clone());
+        if let Some(u) = &self.username {
+            b = b.user(Some(u.clone()));
+        } else {
+            b = b.user(Some("root"));
+        }
+        if let Some(p) = &self.password {
+            b = b.pass(Some(p.expose().to_string()));
+        }
+        b.into()
+    }
+
+    /// Where the source reads, for messages (never the password).
+    pub fn describe(&self) -> String {
+        let names: Vec<String> = self.tables.iter().map(ToString::to_string).collect();
+        format!(
+            "mysql://{}:{} tables {}",
+            self.host,
+            self.port,
+            names.join(", ")
+        )
+    }
+}
