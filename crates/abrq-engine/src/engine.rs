@@ -32,8 +32,6 @@ pub enum StartError {
         destination: String,
         message: String,
     },
-    #[error("stream {stream:?}: source engine {engine:?} is not available in this build yet")]
-    Source { stream: String, engine: String },
 }
 
 /// Builds the destination object for a config entry; the binary passes the

@@ -23,7 +23,7 @@ use serde_json::{Map, Value};
 
 use super::catalog::{self, Shape};
 use super::config::{MysqlSettings, TableName};
-use super::values;
+use super::{snapshot, values};
 use crate::chunk::{Chunk, Limits};
 use crate::file::SourceError;
 use crate::progress::Progress;
@@ -33,12 +33,23 @@ const NEXT_WAIT: Duration = Duration::from_millis(5);
 /// A read returns at most this long after its first event.
 const READ_SLICE: Duration = Duration::from_millis(5);
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 struct Position {
     file: String,
     pos: u64,
     #[serde(default)]
     skip: u64,
+    /// While the snapshot copy runs: where it stands (the binlog
+    /// position is then the snapshot's, where streaming starts).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    snapshot: Option<snapshot::CopyPos>,
+}
+
+/// The copy while it runs: its connection (in the snapshot's transaction
+/// on the first run) and the tables left, the current one first.
+struct Copy {
+    conn: Conn,
+    queue: Vec<TableName>,
 }
 
 #[derive(Debug, Default)]
@@ -64,6 +75,8 @@ pub struct MysqlCdcSource {
     /// Unix time of the last event read, and whether nothing waited.
     last_event: Option<u32>,
     caught_up: bool,
+    copy: Option<Copy>,
+    copied_rows: u64,
 }
 
 fn fail(s: &MysqlSettings, what: &str, e: impl std::fmt::Display) -> SourceError {
@@ -100,6 +113,8 @@ impl MysqlCdcSource {
             scope_in_chunk: None,
             last_event: None,
             caught_up: false,
+            copy: None,
+            copied_rows: 0,
         })
     }
 
@@ -132,6 +147,10 @@ impl MysqlCdcSource {
         Progress {
             position: serde_json::json!({
                 "binlog": self.position.as_ref().map(|p| serde_json::json!({"file": p.file, "pos": p.pos})),
+                "snapshot": match self.position.as_ref().and_then(|p| p.snapshot.as_ref()) {
+                    Some(c) => serde_json::json!({"state": "copying", "table": c.table, "rows": self.copied_rows}),
+                    None => serde_json::json!({"state": "done", "rows": self.copied_rows}),
+                },
                 "server_id": self.server_id,
                 "tables": self.settings.tables.iter().map(ToString::to_string).collect::<Vec<_>>(),
             }),
@@ -200,7 +219,52 @@ impl MysqlCdcSource {
                 if !self.binlog_exists(&p.file).await? {
                     return Err(self.fail("binlog position lost", purged(&p.file, p.pos)));
                 }
+                if let Some(c) = &p.snapshot {
+                    // a copy cut short goes on after its last staged row,
+                    // at the tables' current state; the binlog from the
+                    // snapshot's position follows it
+                    let at = self
+                        .settings
+                        .tables
+                        .iter()
+                        .position(|t| t.to_string() == c.table)
+                        .unwrap_or(0);
+                    let conn = Conn::new(self.settings.opts())
+                        .await
+                        .map_err(|e| self.fail("cannot connect", e))?;
+                    tracing::info!(table = %c.table, "snapshot copy goes on");
+                    self.copy = Some(Copy {
+                        conn,
+                        queue: self.settings.tables[at..].to_vec(),
+                    });
+                    self.position = Some(p);
+                    return Ok(());
+                }
                 p
+            }
+            None if self.settings.snapshot => {
+                let mut conn = Conn::new(self.settings.opts())
+                    .await
+                    .map_err(|e| self.fail("cannot connect", e))?;
+                let (file, pos) = snapshot::open(&mut conn)
+                    .await
+                    .map_err(|e| self.fail("snapshot", e))?;
+                tracing::info!(%file, pos, "consistent snapshot opened; copying the tables");
+                let first = self.settings.tables[0].to_string();
+                self.position = Some(Position {
+                    file,
+                    pos,
+                    skip: 0,
+                    snapshot: Some(snapshot::CopyPos {
+                        table: first,
+                        after: None,
+                    }),
+                });
+                self.copy = Some(Copy {
+                    conn,
+                    queue: self.settings.tables.clone(),
+                });
+                return Ok(());
             }
             None => {
                 let conn = self.catalog().await?;
@@ -214,7 +278,12 @@ impl MysqlCdcSource {
                 ) else {
                     return Err(self.fail("setup", "SHOW MASTER STATUS shows no binlog"));
                 };
-                Position { file, pos, skip: 0 }
+                Position {
+                    file,
+                    pos,
+                    skip: 0,
+                    snapshot: None,
+                }
             }
         };
         let conn = Conn::new(self.settings.opts())
@@ -241,16 +310,83 @@ impl MysqlCdcSource {
     /// Reads the changes that arrive until `limits` is reached or the
     /// binlog is quiet.
     pub async fn read_chunk(&mut self, limits: Limits) -> Result<Chunk, SourceError> {
-        if self.binlog.is_none() {
+        if self.binlog.is_none() && self.copy.is_none() {
             self.start().await?;
         }
-        let result = self.read(limits).await;
+        let result = match self.copy.is_some() {
+            true => self.read_copy(limits).await,
+            false => self.read(limits).await,
+        };
         if result.is_err() {
             // the session is made again from the staged position
             self.binlog = None;
             self.catalog = None;
+            self.copy = None;
         }
         result
+    }
+
+    /// One page of the copy; after the last table's last page, streaming
+    /// starts (on the next read) from the snapshot's position.
+    async fn read_copy(&mut self, limits: Limits) -> Result<Chunk, SourceError> {
+        let mut copy = self.copy.take().expect("copying");
+        let table = copy.queue[0].clone();
+        let shape = self.shape(&table, 0).await?;
+        let after = self
+            .position
+            .as_ref()
+            .and_then(|p| p.snapshot.as_ref())
+            .and_then(|c| c.after.clone());
+        let page = snapshot::page(
+            &mut copy.conn,
+            &table,
+            &shape,
+            after.as_deref(),
+            limits.max_records.max(1),
+        )
+        .await;
+        let (rows, more) = page.map_err(|e| self.fail("snapshot", e))?;
+        let mut chunk = Chunk::default();
+        let last = rows.last().map(|r| snapshot::key_of(&shape, r));
+        if !rows.is_empty() {
+            chunk.items.push(Item::Table(TableRef::new(
+                Some(&table.database),
+                &table.name,
+            )));
+            chunk.items.push(Item::Schema {
+                columns: shape.declared.clone(),
+            });
+        }
+        for fields in rows {
+            chunk.records += 1;
+            chunk.bytes += serde_json::to_vec(&fields).map_or(0, |v| v.len() as u64);
+            chunk.items.push(Item::Record(Record::insert(fields)));
+        }
+        self.copied_rows += chunk.records;
+        let next = match more {
+            true => Some(snapshot::CopyPos {
+                table: table.to_string(),
+                after: last.or(after),
+            }),
+            false => {
+                copy.queue.remove(0);
+                tracing::info!(%table, rows = self.copied_rows, "snapshot copy of a table done");
+                copy.queue.first().map(|t| snapshot::CopyPos {
+                    table: t.to_string(),
+                    after: None,
+                })
+            }
+        };
+        let done = next.is_none();
+        if let Some(p) = self.position.as_mut() {
+            p.snapshot = next;
+        }
+        chunk.cursor = self.cursor_text(0);
+        if !done {
+            self.copy = Some(copy);
+        }
+        self.caught_up = false;
+        Ok(chunk)
     }
 
     fn cursor_text(&self, skip: u64) -> Option<String> {
@@ -391,6 +527,7 @@ impl MysqlCdcSource {
                 file: self.file.clone(),
                 pos: log_pos,
                 skip: 0,
+                snapshot: None,
             });
             chunk.cursor = self.cursor_text(0);
         }

@@ -3,7 +3,8 @@
 //! unqualified table names), `username`, `password`. Own keys: `mode`
 //! (`cdc`), `table` or `tables` (`name` or `database.name`), `server_id`
 //! (the replica id abrq registers with; derived from the stream unless
-//! set), `snapshot` (`never`: only changes from the stream's start).
+//! set), `snapshot` (`initial`, the default: copy the rows first; `never`:
+//! only changes from the stream's start).
 
 use abrq_core::config::{Secret, SourceConfig, Text};
 use serde::Deserialize;
@@ -57,6 +58,8 @@ pub struct MysqlSettings {
     pub password: Option<Secret>,
     pub tables: Vec<TableName>,
     pub server_id: Option<u32>,
+    /// Copy the tables' rows before streaming (`snapshot = "initial"`).
+    pub snapshot: bool,
 }
 
 impl MysqlSettings {
@@ -81,18 +84,16 @@ impl MysqlSettings {
             }
             Some(other) => return Err(at("mode", format!("{other:?} is not a mode: \"cdc\""))),
         }
-        match text(&o.snapshot).as_deref() {
-            Some("never") => {}
-            None | Some("initial") => {
+        let snapshot = match text(&o.snapshot).as_deref() {
+            Some("never") => false,
+            None | Some("initial") => true,
+            Some(other) => {
                 return Err(at(
                     "snapshot",
-                    "copying the rows from before the stream is not in this build yet; set snapshot = \"never\"".into(),
+                    format!("{other:?} is not a snapshot mode: \"initial\" or \"never\""),
                 ))
             }
-            Some(other) => {
-                return Err(at("snapshot", format!("{other:?} is not a snapshot mode: \"never\"")))
-            }
-        }
+        };
         let database = text(&o.database);
         let names: Vec<String> = match (text(&o.table), o.tables.is_empty()) {
             (Some(_), false) => return Err(at("tables", "set table or tables, not both".into())),
@@ -133,6 +134,7 @@ impl MysqlSettings {
             password: o.password.clone().filter(|p| !p.is_empty()),
             tables,
             server_id: o.server_id,
+            snapshot,
         })
     }
 

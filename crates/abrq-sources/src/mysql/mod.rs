@@ -5,6 +5,7 @@
 pub mod catalog;
 pub mod cdc;
 pub mod config;
+pub mod snapshot;
 pub mod values;
 
 pub use cdc::MysqlCdcSource;

@@ -20,7 +20,8 @@ pub fn to_json(col: &Column, v: &BinlogValue<'_>) -> Value {
     }
 }
 
-fn value(col: &Column, v: &V) -> Value {
+/// A value as a query returns it (the snapshot copy reads rows so).
+pub fn value(col: &Column, v: &V) -> Value {
     let unsigned = col.column_type.contains("unsigned");
     match v {
         V::NULL => Value::Null,

@@ -1,0 +1,150 @@
+//! The copy of the tables' rows before streaming: keyset pages by primary
+//! key inside one consistent-snapshot transaction whose binlog position is
+//! known, so streaming from that position meets the copy exactly. MariaDB
+//! says the position of its snapshot (`binlog_snapshot_file` and
+//! `_position`); MySQL holds `FLUSH TABLES WITH READ LOCK` for the moment
+//! the snapshot and the position are taken.
+
+use mysql_async::prelude::Queryable;
+use mysql_async::{Conn, Params, Value as V};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use super::catalog::Shape;
+use super::config::{quote, TableName};
+use super::values;
+
+/// Where the copy stands, in the stream's cursor.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CopyPos {
+    /// The table being copied (`database.name`).
+    pub table: String,
+    /// The key of its last staged row.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after: Option<Vec<Value>>,
+}
+
+/// Opens a consistent snapshot on `conn`; returns the binlog file and
+/// position it matches.
+pub async fn open(conn: &mut Conn) -> Result<(String, u64), String> {
+    let err = |e: mysql_async::Error| format!("cannot open a consistent snapshot: {e}");
+    conn.query_drop("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        .await
+        .map_err(err)?;
+    conn.query_drop("START TRANSACTION WITH CONSISTENT SNAPSHOT")
+        .await
+        .map_err(err)?;
+    let status: Vec<(String, String)> = conn
+        .query("SHOW STATUS LIKE 'binlog_snapshot_%'")
+        .await
+        .map_err(err)?;
+    let get = |name: &str| {
+        status
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.clone())
+            .filter(|v| !v.is_empty())
+    };
+    if let (Some(file), Some(pos)) = (get("binlog_snapshot_file"), get("binlog_snapshot_position"))
+    {
+        let pos = pos
+            .parse()
+            .map_err(|e| format!("binlog_snapshot_position {pos:?}: {e}"))?;
+        return Ok((file, pos));
+    }
+    // MySQL: no snapshot position; hold writes while both are taken
+    conn.query_drop("ROLLBACK").await.map_err(err)?;
+    conn.query_drop("FLUSH TABLES WITH READ LOCK")
+        .await
+        .map_err(|e| format!("cannot lock tables for the snapshot (needs RELOAD): {e}"))?;
+    let taken = async {
+        conn.query_drop("START TRANSACTION WITH CONSISTENT SNAPSHOT")
+            .await
+            .map_err(err)?;
+        let row: Option<mysql_async::Row> =
+            conn.query_first("SHOW MASTER STATUS").await.map_err(err)?;
+        let file = row.as_ref().and_then(|r| r.get::<String, _>(0));
+        let pos = row.as_ref().and_then(|r| r.get::<u64, _>(1));
+        file.zip(pos)
+            .ok_or_else(|| "SHOW MASTER STATUS shows no binlog".to_string())
+    }
+    .await;
+    conn.query_drop("UNLOCK TABLES").await.map_err(err)?;
+    taken
+}
+
+/// One page of `table` after `after`, in key order: the rows' fields and
+/// whether the table has more.
+pub async fn page(
+    conn: &mut Conn,
+    table: &TableName,
+    shape: &Shape,
+    after: Option<&[Value]>,
+    limit: u64,
+) -> Result<(Vec<Map<String, Value>>, bool), String> {
+    let key: Vec<&str> = shape
+        .columns
+        .iter()
+        .filter(|c| c.key)
+        .map(|c| c.name.as_str())
+        .collect();
+    if key.is_empty() {
+        return Err(format!(
+            "{table} has no primary key to copy it by; set snapshot = \"never\""
+        ));
+    }
+    let cols: Vec<String> = shape.columns.iter().map(|c| quote(&c.name)).collect();
+    let keys: Vec<String> = key.iter().map(|k| quote(k)).collect();
+    let mut sql = format!("SELECT {} FROM {}", cols.join(", "), table.quoted());
+    let mut params: Vec<V> = Vec::new();
+    if let Some(after) = after {
+        let marks = vec!["?"; keys.len()].join(", ");
+        sql.push_str(&format!(" WHERE ({}) > ({marks})", keys.join(", ")));
+        params.extend(after.iter().map(param));
+    }
+    sql.push_str(&format!(" ORDER BY {} LIMIT {limit}", keys.join(", ")));
+    let rows: Vec<mysql_async::Row> = conn
+        .exec(&sql, Params::Positional(params))
+        .await
+        .map_err(|e| format!("cannot read a page of {table}: {e}"))?;
+    let more = rows.len() as u64 >= limit;
+    let out = rows
+        .into_iter()
+        .map(|r| {
+            let vals = r.unwrap();
+            shape
+                .columns
+                .iter()
+                .zip(vals.iter())
+                .map(|(c, v)| (c.name.clone(), values::value(c, v)))
+                .collect()
+        })
+        .collect();
+    Ok((out, more))
+}
+
+/// The key of a copied row, as the cursor keeps it.
+pub fn key_of(shape: &Shape, fields: &Map<String, Value>) -> Vec<Value> {
+    shape
+        .columns
+        .iter()
+        .filter(|c| c.key)
+        .map(|c| fields.get(&c.name).cloned().unwrap_or(Value::Null))
+        .collect()
+}
+
+/// A key value back as a query parameter (the server converts a string
+/// to the column's type when it compares).
+fn param(v: &Value) -> V {
+    match v {
+        Value::Null => V::NULL,
+        Value::Bool(b) => V::Int(i64::from(*b)),
+        Value::Number(n) => match (n.as_i64(), n.as_u64()) {
+            (Some(i), _) => V::Int(i),
+            (None, Some(u)) => V::UInt(u),
+            _ => V::Double(n.as_f64().unwrap_or_default()),
+        },
+        Value::String(s) => V::Bytes(s.clone().into_bytes()),
+        other => V::Bytes(other.to_string().into_bytes()),
+    }
+}
