@@ -1,0 +1,147 @@
+//! What the `mysql` cdc source says when it cannot read, through the
+//! binary: `check` against a server without a binlog (the machine's own
+//! MariaDB, only read) names the setting and its fix; and a stream whose
+//! binlog file was purged while abrq was down fails with the documented,
+//! named error instead of starting over silently.
+
+mod common;
+
+use abrq_sinks::relational::sqlx::{self, MySqlPool};
+use common::*;
+
+fn mysql_url() -> String {
+    std::env::var("ABRQ_TEST_MYSQLCDC_URL")
+        .unwrap_or_else(|_| "mysql://root@127.0.0.1:3316/test".into())
+}
+
+fn config(abrq: &Abrq, url: &str, table: &str, out: &str) -> String {
+    let url = reqwest::Url::parse(url).unwrap();
+    format!(
+        r#"
+data_dir = "{data}"
+[server]
+listen = "{listen}"
+
+[[streams]]
+name = "s"
+[streams.source]
+engine = "mysql"
+mode = "cdc"
+host = "{host}"
+port = {port}
+database = "test"
+username = "{user}"
+table = "{table}"
+snapshot = "never"
+[streams.batch]
+max_wait = "20ms"
+
+[[streams.destinations]]
+name = "out"
+engine = "local"
+database = "{out}"
+"#,
+        data = abrq.p("data"),
+        listen = abrq.listen(),
+        host = url.host_str().unwrap(),
+        port = url.port().unwrap_or(3306),
+        user = url.username(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn check_names_a_server_without_a_binlog() {
+    // the machine's MariaDB runs without a binlog; check only reads it
+    let plain = abrq_testkit::Mysql::from_env().url;
+    let mut abrq = Abrq::new();
+    let out = abrq.p("out");
+    abrq.write_config(&config(&abrq, &plain, "nothing_here", &out));
+    let config_path = abrq.config_path().display().to_string();
+    let (status, shown, _) = abrq.cli(&["check", "-c", &config_path]).await;
+    assert!(!status.success());
+    assert!(
+        shown.contains("s source (mysql): FAILED")
+            && shown.contains("the binlog is off: start the server with log_bin")
+            && shown.contains("table test.nothing_here does not exist"),
+        "{shown}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_purged_position_is_a_named_failure_never_a_silent_restart() {
+    let src = MySqlPool::connect(&mysql_url())
+        .await
+        .expect("the mysqlcdc server");
+    let tag = pg::tag();
+    let table = format!("purge_{tag}");
+    sqlx::query(&format!(
+        "CREATE TABLE `{table}` (id bigint PRIMARY KEY, note text)"
+    ))
+    .execute(&src)
+    .await
+    .unwrap();
+    let mut abrq = Abrq::new();
+    let out = abrq.p("out");
+    abrq.write_config(&config(&abrq, &mysql_url(), &table, &out));
+    abrq.start().await;
+    abrq.wait_status("s", "the binlog read", |st| {
+        !st["source"]["position"]["binlog"].is_null()
+    })
+    .await;
+    sqlx::query(&format!("INSERT INTO `{table}` VALUES (1, 'a'), (2, 'b')"))
+        .execute(&src)
+        .await
+        .unwrap();
+    let st = abrq
+        .wait_status("s", "the rows staged", |st| {
+            u(&st["spool"]["records"]) >= 2 || u(&st["spool"]["last_seq"]) >= 1
+        })
+        .await;
+    let staged = u(&st["spool"]["last_seq"]);
+    abrq.kill();
+
+    // the server moves to a new binlog file and drops the stream's one
+    sqlx::query("FLUSH BINARY LOGS")
+        .execute(&src)
+        .await
+        .unwrap();
+    let current: (String, u64) = {
+        let row: (String, u64, String, String) = sqlx::query_as("SHOW MASTER STATUS")
+            .fetch_one(&src)
+            .await
+            .unwrap();
+        (row.0, row.1)
+    };
+    sqlx::query(&format!("PURGE BINARY LOGS TO '{}'", current.0))
+        .execute(&src)
+        .await
+        .unwrap();
+    sqlx::query(&format!("INSERT INTO `{table}` VALUES (3, 'after')"))
+        .execute(&src)
+        .await
+        .unwrap();
+
+    abrq.start_live().await;
+    let st = abrq
+        .wait_status("s", "the source failing on the purged position", |st| {
+            st["source"]["state"] == "failing"
+        })
+        .await;
+    let error = st["source"]["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("is no longer on the server") && error.contains("Recovery"),
+        "{st}"
+    );
+    let (code, _) = abrq.call(reqwest::Method::GET, "/readyz", None, &[]).await;
+    assert_eq!(code, 503);
+    assert_eq!(
+        u(&abrq.status("s").await["spool"]["last_seq"]),
+        staged,
+        "nothing staged since"
+    );
+    abrq.kill();
+    sqlx::query(&format!("DROP TABLE `{table}`"))
+        .execute(&src)
+        .await
+        .unwrap();
+}
