@@ -8,6 +8,7 @@ mod file_local;
 mod ftp;
 mod kafka;
 mod memory;
+mod mysql_cdc;
 mod objects;
 mod relational;
 mod staging;
@@ -96,6 +97,9 @@ enum BenchCmd {
     /// Changes/s through the postgres cdc source into the spool and a
     /// local destination, against pg_recvlogical on the same WAL.
     Cdc(cdc::CdcArgs),
+    /// Changes/s through the mysql cdc source against mysqlbinlog reading
+    /// the same binlog; snapshot rows/s against SELECT ... INTO OUTFILE.
+    MysqlCdc(mysql_cdc::MysqlCdcArgs),
     /// Records/s through the kafka destination (200 B and 1 KiB records)
     /// against a raw rdkafka producer with the same settings, same broker.
     Kafka(kafka::KafkaArgs),
@@ -116,6 +120,7 @@ async fn run(cmd: BenchCmd) -> anyhow::Result<()> {
         BenchCmd::Objects(args) => objects::run(args).await,
         BenchCmd::Relational(args) => relational::run(args).await,
         BenchCmd::Cdc(args) => cdc::run(args).await,
+        BenchCmd::MysqlCdc(args) => mysql_cdc::run(args).await,
     }
 }
 

@@ -53,7 +53,7 @@ database = "{out}"
 async fn check_names_a_server_without_a_binlog() {
     // the machine's MariaDB runs without a binlog; check only reads it
     let plain = abrq_testkit::Mysql::from_env().url;
-    let mut abrq = Abrq::new();
+    let abrq = Abrq::new();
     let out = abrq.p("out");
     abrq.write_config(&config(&abrq, &plain, "nothing_here", &out));
     let config_path = abrq.config_path().display().to_string();
