@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use abrq_core::config::{SourceConfig, SourceEngine};
-use abrq_sources::mysql::{MysqlCdcSource, MysqlSettings};
+use abrq_sources::mysql::{Mode as MysqlMode, MysqlCdcSource, MysqlCursorSource, MysqlSettings};
 use abrq_sources::postgres::{Mode, PgCdcSource, PgCursorSource, PostgresSettings};
 use abrq_sources::{Chunk, FileSource, GenerateSource, Limits, Progress, ReadChunk, SourceError};
 use abrq_state::NewBatch;
@@ -73,9 +73,18 @@ pub async fn run(stream: Arc<StreamShared>, cfg: SourceConfig) -> Result<(), Sou
         SourceEngine::Mysql => {
             let settings = MysqlSettings::from_config(&cfg).map_err(SourceError::Config)?;
             let what = settings.describe();
-            let how = Pace::forever(Duration::from_millis(1));
-            let src = MysqlCdcSource::new(settings, &stream.name, cursor.as_deref())?;
-            pump(stream, src, how, what).await
+            match settings.mode {
+                MysqlMode::Cursor => {
+                    let how = Pace::forever(settings.poll_interval);
+                    let src = MysqlCursorSource::new(settings, cursor.as_deref())?;
+                    pump(stream, src, how, what).await
+                }
+                MysqlMode::Cdc => {
+                    let how = Pace::forever(Duration::from_millis(1));
+                    let src = MysqlCdcSource::new(settings, &stream.name, cursor.as_deref())?;
+                    pump(stream, src, how, what).await
+                }
+            }
         }
         SourceEngine::Http => Ok(()),
     }
@@ -142,6 +151,16 @@ impl Reader for PgCdcSource {
 
     fn backfill(&mut self, table: Option<String>) {
         PgCdcSource::backfill(self, table);
+    }
+}
+
+impl Reader for MysqlCursorSource {
+    async fn read(&mut self, limits: Limits) -> Result<Chunk, SourceTaskError> {
+        Ok(self.read_chunk(limits).await?)
+    }
+
+    fn progress(&self) -> Option<Progress> {
+        Some(MysqlCursorSource::progress(self))
     }
 }
 

@@ -1,12 +1,16 @@
 //! The `mysql` source's keys, checked without I/O. Connection fields:
 //! `host` (127.0.0.1), `port` (3306), `database` (the default database of
 //! unqualified table names), `username`, `password`. Own keys: `mode`
-//! (`cdc`), `table` or `tables` (`name` or `database.name`), `server_id`
+//! (`cursor`, the default, or `cdc`), `table` (`name` or `database.name`);
+//! for `cursor`: `cursor` (the monotonic column), `poll_interval` (1s); for
+//! `cdc`: `tables` instead of `table` for several, `server_id`
 //! (the replica id abrq registers with; derived from the stream unless
 //! set), `snapshot` (`initial`, the default: copy the rows first; `never`:
 //! only changes from the stream's start).
 
-use abrq_core::config::{Secret, SourceConfig, Text};
+use std::time::Duration;
+
+use abrq_core::config::{Dur, Secret, SourceConfig, Text};
 use serde::Deserialize;
 
 #[derive(Debug, Clone, Deserialize)]
@@ -23,6 +27,8 @@ struct MysqlOptions {
     tables: Vec<Text>,
     server_id: Option<u32>,
     snapshot: Option<Text>,
+    cursor: Option<Text>,
+    poll_interval: Option<Dur>,
 }
 
 /// A table: its database and name, as the server spells them.
@@ -60,6 +66,18 @@ pub struct MysqlSettings {
     pub server_id: Option<u32>,
     /// Copy the tables' rows before streaming (`snapshot = "initial"`).
     pub snapshot: bool,
+    pub mode: Mode,
+    /// The monotonic column (cursor mode).
+    pub cursor: Option<String>,
+    pub poll_interval: Duration,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Poll by a monotonic column with the primary key as tie-break.
+    Cursor,
+    /// The row-based binlog.
+    Cdc,
 }
 
 impl MysqlSettings {
@@ -74,15 +92,38 @@ impl MysqlSettings {
             let line = cfg.options.line_of(key).unwrap_or(cfg.line);
             format!("line {line}: streams.source.{key}: {why} (engine \"mysql\")")
         };
-        match text(&o.mode).as_deref() {
-            Some("cdc") => {}
+        let only = |key: &str, set: bool, mode: &str| match set {
+            true => Err(at(key, format!("applies to mode = \"{mode}\" only"))),
+            false => Ok(()),
+        };
+        let mode = match text(&o.mode).as_deref() {
+            Some("cdc") => {
+                only("cursor", o.cursor.is_some(), "cursor")?;
+                only("poll_interval", o.poll_interval.is_some(), "cursor")?;
+                Mode::Cdc
+            }
             Some("cursor") | None => {
+                only("server_id", o.server_id.is_some(), "cdc")?;
+                only("snapshot", o.snapshot.is_some(), "cdc")?;
+                only("tables", !o.tables.is_empty(), "cdc")?;
+                if text(&o.cursor).is_none() {
+                    return Err(at(
+                        "cursor",
+                        "cursor (a monotonic column such as an auto-increment id or updated_at) is required for mode = \"cursor\"".into(),
+                    ));
+                }
+                Mode::Cursor
+            }
+            Some(other) => {
                 return Err(at(
                     "mode",
-                    "only mode = \"cdc\" (the binlog) is in this build; polling by a cursor column is not yet".into(),
+                    format!("{other:?} is not a mode: \"cursor\" or \"cdc\""),
                 ))
             }
-            Some(other) => return Err(at("mode", format!("{other:?} is not a mode: \"cdc\""))),
+        };
+        let poll_interval = o.poll_interval.map_or(Duration::from_secs(1), |d| d.0);
+        if poll_interval.is_zero() {
+            return Err(at("poll_interval", "must be more than 0".into()));
         }
         let snapshot = match text(&o.snapshot).as_deref() {
             Some("never") => false,
@@ -135,6 +176,9 @@ impl MysqlSettings {
             tables,
             server_id: o.server_id,
             snapshot,
+            mode,
+            cursor: text(&o.cursor),
+            poll_interval,
         })
     }
 

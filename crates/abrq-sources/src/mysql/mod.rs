@@ -1,12 +1,15 @@
-//! The `mysql` source (MySQL and MariaDB): `mode = "cdc"` reads the
+//! The `mysql` source (MySQL and MariaDB): `mode = "cursor"` polls a
+//! table (`cursor.rs`); `mode = "cdc"` reads the
 //! row-based binlog as a replica (`cdc.rs`), with the catalog's columns
 //! and keys (`catalog.rs`) and the binlog's values as JSON (`values.rs`).
 
 pub mod catalog;
 pub mod cdc;
 pub mod config;
+pub mod cursor;
 pub mod snapshot;
 pub mod values;
 
 pub use cdc::MysqlCdcSource;
-pub use config::MysqlSettings;
+pub use config::{Mode, MysqlSettings};
+pub use cursor::MysqlCursorSource;

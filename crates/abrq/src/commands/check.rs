@@ -6,7 +6,7 @@ use std::path::Path;
 
 use abrq_core::config::SourceConfig;
 use abrq_core::config::SourceEngine;
-use abrq_sources::mysql::{MysqlCdcSource, MysqlSettings};
+use abrq_sources::mysql::{Mode as MysqlMode, MysqlCdcSource, MysqlCursorSource, MysqlSettings};
 use abrq_sources::postgres::{Mode, PgCdcSource, PgCursorSource, PostgresSettings};
 
 pub async fn check(config_path: &Path) -> anyhow::Result<()> {
@@ -76,8 +76,17 @@ async fn check_mysql(
     cursor: Option<&str>,
 ) -> Result<String, String> {
     let settings = MysqlSettings::from_config(source)?;
-    let mut src = MysqlCdcSource::new(settings, stream, cursor).map_err(|e| e.to_string())?;
-    src.check().await.map_err(|e| e.to_string())
+    let outcome = match settings.mode {
+        MysqlMode::Cursor => match MysqlCursorSource::new(settings, cursor) {
+            Ok(mut src) => src.check().await,
+            Err(e) => Err(e),
+        },
+        MysqlMode::Cdc => match MysqlCdcSource::new(settings, stream, cursor) {
+            Ok(mut src) => src.check().await,
+            Err(e) => Err(e),
+        },
+    };
+    outcome.map_err(|e| e.to_string())
 }
 
 /// Connects to a postgres source and says how it will read, or every

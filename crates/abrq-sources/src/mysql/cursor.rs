@@ -1,0 +1,227 @@
+//! `mode = "cursor"`: polls a table in the order of a monotonic column
+//! with the primary key as tie-break, a page at a time, keeping the last
+//! row's (cursor, key) as the stream's cursor. Each chunk starts with its
+//! table's scope and the catalog's columns, as the binlog source's do.
+
+use abrq_core::{Item, Record, TableRef};
+use mysql_async::prelude::Queryable;
+use mysql_async::{Conn, Params, Value as V};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use super::catalog::{self, Shape};
+use super::config::{quote, MysqlSettings, TableName};
+use super::values;
+use crate::chunk::{Chunk, Limits};
+use crate::file::SourceError;
+use crate::progress::Progress;
+
+/// The last staged row's cursor value and key, as JSON.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct Position {
+    #[serde(rename = "c")]
+    cursor: Value,
+    #[serde(rename = "k")]
+    key: Vec<Value>,
+}
+
+pub struct MysqlCursorSource {
+    settings: MysqlSettings,
+    table: TableName,
+    cursor: String,
+    conn: Option<Conn>,
+    shape: Option<Shape>,
+    position: Option<Position>,
+}
+
+impl MysqlCursorSource {
+    pub fn new(settings: MysqlSettings, cursor: Option<&str>) -> Result<Self, SourceError> {
+        let position = match cursor {
+            None => None,
+            Some(c) => Some(serde_json::from_str(c).map_err(|e| SourceError::Database {
+                at: settings.describe(),
+                message: format!("the stored cursor {c:?} is not this source's: {e}"),
+            })?),
+        };
+        Ok(MysqlCursorSource {
+            table: settings.tables[0].clone(),
+            cursor: settings.cursor.clone().unwrap_or_default(),
+            settings,
+            conn: None,
+            shape: None,
+            position,
+        })
+    }
+
+    fn fail(&self, what: &str, e: impl std::fmt::Display) -> SourceError {
+        SourceError::Database {
+            at: self.settings.describe(),
+            message: format!("{what}: {e}"),
+        }
+    }
+
+    pub fn progress(&self) -> Progress {
+        Progress {
+            position: serde_json::json!({
+                "table": self.table.to_string(),
+                "cursor": self.cursor,
+                "last": self.position.as_ref().map(|p| serde_json::json!({"cursor": p.cursor, "key": p.key})),
+            }),
+            lag_seconds: None,
+            lag_bytes: None,
+        }
+    }
+
+    /// Reads the table's columns; the key breaks ties after the cursor.
+    async fn refresh(&mut self) -> Result<(Shape, Vec<String>), SourceError> {
+        if self.conn.is_none() {
+            let conn = Conn::new(self.settings.opts())
+                .await
+                .map_err(|e| self.fail("cannot connect", e))?;
+            self.conn = Some(conn);
+        }
+        let conn = self.conn.as_mut().expect("connected above");
+        let shape = catalog::shape(conn, &self.table)
+            .await
+            .map_err(|e| fail(&self.settings, "catalog", e))?
+            .ok_or_else(|| {
+                fail(
+                    &self.settings,
+                    "catalog",
+                    format!("table {} does not exist", self.table),
+                )
+            })?;
+        if !shape.columns.iter().any(|c| c.name == self.cursor) {
+            return Err(self.fail(
+                "cursor",
+                format!(
+                    "cursor column {:?} is not a column of {}",
+                    self.cursor, self.table
+                ),
+            ));
+        }
+        let key: Vec<String> = shape
+            .columns
+            .iter()
+            .filter(|c| c.key && c.name != self.cursor)
+            .map(|c| c.name.clone())
+            .collect();
+        if !shape.columns.iter().any(|c| c.key) {
+            return Err(self.fail(
+                "cursor",
+                format!(
+                    "{} has no primary key to break ties between rows",
+                    self.table
+                ),
+            ));
+        }
+        if self.shape.as_ref() != Some(&shape) {
+            self.shape = Some(shape.clone());
+        }
+        Ok((shape, key))
+    }
+
+    /// For `abrq check`.
+    pub async fn check(&mut self) -> Result<String, SourceError> {
+        let (shape, key) = self.refresh().await?;
+        Ok(format!(
+            "{} columns, read in order of {} then ({})",
+            shape.columns.len(),
+            self.cursor,
+            key.join(", ")
+        ))
+    }
+
+    pub async fn read_chunk(&mut self, limits: Limits) -> Result<Chunk, SourceError> {
+        let result = self.read_page(limits).await;
+        if result.is_err() {
+            self.conn = None;
+        }
+        result
+    }
+
+    async fn read_page(&mut self, limits: Limits) -> Result<Chunk, SourceError> {
+        let (shape, key) = self.refresh().await?;
+        let order: Vec<String> = std::iter::once(&self.cursor)
+            .chain(key.iter())
+            .map(|c| quote(c))
+            .collect();
+        let cols: Vec<String> = shape.columns.iter().map(|c| quote(&c.name)).collect();
+        let mut sql = format!(
+            "SELECT {} FROM {} WHERE {} IS NOT NULL",
+            cols.join(", "),
+            self.table.quoted(),
+            quote(&self.cursor)
+        );
+        let mut params: Vec<V> = Vec::new();
+        if let Some(p) = &self.position {
+            let marks = vec!["?"; order.len()].join(", ");
+            sql.push_str(&format!(" AND ({}) > ({marks})", order.join(", ")));
+            params.push(param(&p.cursor));
+            params.extend(p.key.iter().map(param));
+        }
+        let want = limits.max_records.max(1);
+        sql.push_str(&format!(" ORDER BY {} LIMIT {want}", order.join(", ")));
+        let conn = self.conn.as_mut().expect("connected in refresh");
+        let rows: Vec<mysql_async::Row> = conn
+            .exec(&sql, Params::Positional(params))
+            .await
+            .map_err(|e| fail(&self.settings, "cannot read a page", e))?;
+        let mut chunk = Chunk {
+            at_end: (rows.len() as u64) < want,
+            ..Chunk::default()
+        };
+        let mut last = None;
+        for r in rows {
+            let vals = r.unwrap();
+            let fields: Map<String, Value> = shape
+                .columns
+                .iter()
+                .zip(vals.iter())
+                .map(|(c, v)| (c.name.clone(), values::value(c, v)))
+                .collect();
+            last = Some(Position {
+                cursor: fields.get(&self.cursor).cloned().unwrap_or(Value::Null),
+                key: key
+                    .iter()
+                    .map(|k| fields.get(k).cloned().unwrap_or(Value::Null))
+                    .collect(),
+            });
+            chunk.records += 1;
+            chunk.bytes += serde_json::to_vec(&fields).map_or(0, |v| v.len() as u64);
+            chunk.items.push(Item::Record(Record::insert(fields)));
+        }
+        if let Some(p) = last {
+            let scope = Item::Table(TableRef::new(Some(&self.table.database), &self.table.name));
+            let schema = Item::Schema {
+                columns: shape.declared.clone(),
+            };
+            chunk.items.splice(0..0, [scope, schema]);
+            chunk.cursor = Some(serde_json::to_string(&p).expect("a position serializes"));
+            self.position = Some(p);
+        }
+        Ok(chunk)
+    }
+}
+
+fn fail(s: &MysqlSettings, what: &str, e: impl std::fmt::Display) -> SourceError {
+    SourceError::Database {
+        at: s.describe(),
+        message: format!("{what}: {e}"),
+    }
+}
+
+/// A JSON value back as a query parameter.
+fn param(v: &Value) -> V {
+    match v {
+        Value::Null => V::NULL,
+        Value::Bool(b) => V::Int(i64::from(*b)),
+        Value::Number(n) => match (n.as_i64(), n.as_u64()) {
+            (Some(i), _) => V::Int(i),
+            (None, Some(u)) => V::UInt(u),
+            _ => V::Double(n.as_f64().unwrap_or_default()),
+        },
+        Value::String(s) => V::Bytes(s.clone().into_bytes()),
+        other => V::Bytes(other.to_string().into_bytes()),
+    }
+}
