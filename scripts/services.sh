@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Test services for abrq's sinks, on 127.0.0.1: S3 (moto), Azure Blob
 # (Azurite), GCS (fake-gcs-server), FTP and FTPS (pyftpdlib) and a Kafka
-# protocol broker (tansu), and a PostgreSQL cluster of its own with
+# protocol broker (tansu), a PostgreSQL cluster of its own with
 # wal_level = logical for the CDC source (pgcdc, from the installed server
-# binaries). The machine's PostgreSQL and MariaDB are only checked, never
+# binaries) and a MariaDB server of its own with a row binlog (mysqlcdc).
+# The machine's PostgreSQL and MariaDB are only checked, never
 # reconfigured. `up` also unpacks the public data sets the real-data tests
 # load.
 #
