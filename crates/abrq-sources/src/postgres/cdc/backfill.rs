@@ -8,7 +8,8 @@
 //!
 //! The stream goes on meanwhile. Every change to the table the stream
 //! reads between the two watermarks drops its row from the page (the
-//! change is newer than, or as new as, what the page read); at the high
+//! change is newer than, or as new as, what the page read), and a
+//! truncate drops the whole page; at the high
 //! watermark the rest of the page joins the batch. So each row arrives
 //! either as the page read it or through a later change, and no change is
 //! overtaken by an older copy of its row. The page's last key goes into
@@ -79,6 +80,8 @@ struct Window {
     page: Chunk,
     /// Keys of rows the stream changed inside the window.
     touched: HashSet<String>,
+    /// The table was emptied inside the window: the page is all stale.
+    cleared: bool,
 }
 
 impl Backfill {
@@ -91,6 +94,20 @@ impl Backfill {
         if table.schema.as_deref() == self.table.schema.as_deref() && table.name == self.table.name
         {
             w.touched.insert(key_of(fields, &self.key));
+        }
+    }
+}
+
+impl Backfill {
+    /// A truncate the stream read: inside an open window, the whole page
+    /// is older than it.
+    pub fn truncated(&mut self, table: &TableRef) {
+        let Some(w) = self.window.as_mut().filter(|w| w.low_seen) else {
+            return;
+        };
+        if table.schema.as_deref() == self.table.schema.as_deref() && table.name == self.table.name
+        {
+            w.cleared = true;
         }
     }
 }
@@ -235,6 +252,7 @@ impl PgCdcSource {
             low_seen: false,
             page,
             touched: HashSet::new(),
+            cleared: false,
         });
         self.emit(format!("high:{id}")).await
     }
@@ -265,7 +283,7 @@ impl PgCdcSource {
         let mut kept = 0u64;
         for item in w.page.items {
             if let Item::Record(r) = &item {
-                if w.touched.contains(&key_of(&r.fields, &b.key)) {
+                if w.cleared || w.touched.contains(&key_of(&r.fields, &b.key)) {
                     continue;
                 }
                 kept += 1;

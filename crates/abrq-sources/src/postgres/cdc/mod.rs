@@ -830,9 +830,12 @@ impl PgCdcSource {
             return Ok(()); // staged before the restart
         }
         for (relation_id, item) in items {
-            if let (Some(rel), Item::Record(r)) = (self.relations.get(&relation_id), &item) {
-                if let Some(b) = self.backfill.as_mut() {
-                    b.touched(&rel.table, &r.fields);
+            if let (Some(rel), Some(b)) = (self.relations.get(&relation_id), self.backfill.as_mut())
+            {
+                match &item {
+                    Item::Record(r) => b.touched(&rel.table, &r.fields),
+                    Item::Truncate => b.truncated(&rel.table),
+                    Item::Table(_) | Item::Schema { .. } => {}
                 }
             }
             if self.scope_in_chunk != Some(relation_id) {
