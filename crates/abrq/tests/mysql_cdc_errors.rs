@@ -101,21 +101,38 @@ async fn a_purged_position_is_a_named_failure_never_a_silent_restart() {
     abrq.kill();
 
     // the server moves to a new binlog file and drops the stream's one
-    sqlx::query("FLUSH BINARY LOGS")
-        .execute(&src)
-        .await
-        .unwrap();
-    let current: (String, u64) = {
+    // (PURGE skips a file a replica's dump thread still reads: the killed
+    // process's thread ends a moment later, so purge until it is gone)
+    let old: String = {
         let row: (String, u64, String, String) = sqlx::query_as("SHOW MASTER STATUS")
             .fetch_one(&src)
             .await
             .unwrap();
-        (row.0, row.1)
+        row.0
     };
-    sqlx::query(&format!("PURGE BINARY LOGS TO '{}'", current.0))
+    sqlx::query("FLUSH BINARY LOGS")
         .execute(&src)
         .await
         .unwrap();
+    let current: String = {
+        let row: (String, u64, String, String) = sqlx::query_as("SHOW MASTER STATUS")
+            .fetch_one(&src)
+            .await
+            .unwrap();
+        row.0
+    };
+    wait_until(LONG, "the stream's binlog file purged", async || {
+        sqlx::query(&format!("PURGE BINARY LOGS TO '{current}'"))
+            .execute(&src)
+            .await
+            .unwrap();
+        let logs: Vec<(String, u64)> = sqlx::query_as("SHOW BINARY LOGS")
+            .fetch_all(&src)
+            .await
+            .unwrap();
+        !logs.iter().any(|(f, _)| *f == old)
+    })
+    .await;
     sqlx::query(&format!("INSERT INTO `{table}` VALUES (3, 'after')"))
         .execute(&src)
         .await
