@@ -157,8 +157,8 @@ impl MysqlCursorSource {
         if let Some(p) = &self.position {
             let marks = vec!["?"; order.len()].join(", ");
             sql.push_str(&format!(" AND ({}) > ({marks})", order.join(", ")));
-            params.push(param(&p.cursor));
-            params.extend(p.key.iter().map(param));
+            params.push(values::param(&p.cursor));
+            params.extend(p.key.iter().map(values::param));
         }
         let want = limits.max_records.max(1);
         sql.push_str(&format!(" ORDER BY {} LIMIT {want}", order.join(", ")));
@@ -208,20 +208,5 @@ fn fail(s: &MysqlSettings, what: &str, e: impl std::fmt::Display) -> SourceError
     SourceError::Database {
         at: s.describe(),
         message: format!("{what}: {e}"),
-    }
-}
-
-/// A JSON value back as a query parameter.
-fn param(v: &Value) -> V {
-    match v {
-        Value::Null => V::NULL,
-        Value::Bool(b) => V::Int(i64::from(*b)),
-        Value::Number(n) => match (n.as_i64(), n.as_u64()) {
-            (Some(i), _) => V::Int(i),
-            (None, Some(u)) => V::UInt(u),
-            _ => V::Double(n.as_f64().unwrap_or_default()),
-        },
-        Value::String(s) => V::Bytes(s.clone().into_bytes()),
-        other => V::Bytes(other.to_string().into_bytes()),
     }
 }

@@ -100,7 +100,7 @@ pub async fn page(
     if let Some(after) = after {
         let marks = vec!["?"; keys.len()].join(", ");
         sql.push_str(&format!(" WHERE ({}) > ({marks})", keys.join(", ")));
-        params.extend(after.iter().map(param));
+        params.extend(after.iter().map(values::param));
     }
     sql.push_str(&format!(" ORDER BY {} LIMIT {limit}", keys.join(", ")));
     let rows: Vec<mysql_async::Row> = conn
@@ -131,20 +131,4 @@ pub fn key_of(shape: &Shape, fields: &Map<String, Value>) -> Vec<Value> {
         .filter(|c| c.key)
         .map(|c| fields.get(&c.name).cloned().unwrap_or(Value::Null))
         .collect()
-}
-
-/// A key value back as a query parameter (the server converts a string
-/// to the column's type when it compares).
-fn param(v: &Value) -> V {
-    match v {
-        Value::Null => V::NULL,
-        Value::Bool(b) => V::Int(i64::from(*b)),
-        Value::Number(n) => match (n.as_i64(), n.as_u64()) {
-            (Some(i), _) => V::Int(i),
-            (None, Some(u)) => V::UInt(u),
-            _ => V::Double(n.as_f64().unwrap_or_default()),
-        },
-        Value::String(s) => V::Bytes(s.clone().into_bytes()),
-        other => V::Bytes(other.to_string().into_bytes()),
-    }
 }

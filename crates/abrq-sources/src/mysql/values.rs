@@ -75,3 +75,19 @@ fn bytes(col: &Column, b: &[u8]) -> Value {
         _ => Value::String(String::from_utf8_lossy(b).into_owned()),
     }
 }
+
+/// A JSON value (a cursor's or a copied key's) back as a query parameter;
+/// the server converts a string to the column's type when it compares.
+pub fn param(v: &Value) -> V {
+    match v {
+        Value::Null => V::NULL,
+        Value::Bool(b) => V::Int(i64::from(*b)),
+        Value::Number(n) => match (n.as_i64(), n.as_u64()) {
+            (Some(i), _) => V::Int(i),
+            (None, Some(u)) => V::UInt(u),
+            _ => V::Double(n.as_f64().unwrap_or_default()),
+        },
+        Value::String(s) => V::Bytes(s.clone().into_bytes()),
+        other => V::Bytes(other.to_string().into_bytes()),
+    }
+}
