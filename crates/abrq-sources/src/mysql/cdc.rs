@@ -79,7 +79,8 @@ pub struct MysqlCdcSource {
     copied_rows: u64,
 }
 
-fn fail(s: &MysqlSettings, what: &str, e: impl std::fmt::Display) -> SourceError {
+/// A database error of the source at `s`, saying what was being done.
+pub(super) fn fail(s: &MysqlSettings, what: &str, e: impl std::fmt::Display) -> SourceError {
     SourceError::Database {
         at: s.describe(),
         message: format!("{what}: {e}"),

@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::catalog::{self, Shape};
+use super::cdc::fail;
 use super::config::{quote, MysqlSettings, TableName};
 use super::values;
 use crate::chunk::{Chunk, Limits};
@@ -201,12 +202,5 @@ impl MysqlCursorSource {
             self.position = Some(p);
         }
         Ok(chunk)
-    }
-}
-
-fn fail(s: &MysqlSettings, what: &str, e: impl std::fmt::Display) -> SourceError {
-    SourceError::Database {
-        at: s.describe(),
-        message: format!("{what}: {e}"),
     }
 }
