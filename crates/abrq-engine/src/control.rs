@@ -143,12 +143,19 @@ impl Engine {
         let s = self
             .stream(stream)
             .ok_or_else(|| ControlError::UnknownStream(stream.to_string()))?;
-        let cdc = s.source_engine == abrq_core::config::SourceEngine::Postgres
-            && abrq_sources::postgres::PostgresSettings::from_config(&s.source)
-                .is_ok_and(|p| p.mode == abrq_sources::postgres::Mode::Cdc);
+        use abrq_core::config::SourceEngine;
+        let cdc = match s.source_engine {
+            SourceEngine::Postgres => {
+                abrq_sources::postgres::PostgresSettings::from_config(&s.source)
+                    .is_ok_and(|p| p.mode == abrq_sources::postgres::Mode::Cdc)
+            }
+            SourceEngine::Mysql => abrq_sources::mysql::MysqlSettings::from_config(&s.source)
+                .is_ok_and(|p| p.mode == abrq_sources::mysql::Mode::Cdc),
+            _ => false,
+        };
         if !cdc {
             return Err(ControlError::NotSupported(format!(
-                "stream {stream:?} cannot backfill: only a postgres source in mode = \"cdc\" can"
+                "stream {stream:?} cannot backfill: only a postgres or mysql source in mode = \"cdc\" can"
             )));
         }
         s.store

@@ -172,6 +172,10 @@ impl Reader for MysqlCdcSource {
     fn progress(&self) -> Option<Progress> {
         Some(MysqlCdcSource::progress(self))
     }
+
+    fn backfill(&mut self, table: Option<String>) {
+        MysqlCdcSource::backfill(self, table);
+    }
 }
 
 /// What the pump does at the source's end: stop, or look again after

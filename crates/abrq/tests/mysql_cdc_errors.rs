@@ -1,8 +1,9 @@
 //! What the `mysql` cdc source says when it cannot read, through the
 //! binary: `check` against a server without a binlog (the machine's own
-//! MariaDB, only read) names the setting and its fix; and a stream whose
-//! binlog file was purged while abrq was down fails with the documented,
-//! named error instead of starting over silently.
+//! MariaDB, only read) names the setting and its fix; a stream whose
+//! binlog file was purged while abrq was down goes on by its GTID position
+//! when the next file still holds it, and fails with the documented, named
+//! error instead of starting over silently when a change it needs is gone.
 
 mod common;
 
@@ -67,6 +68,36 @@ async fn check_names_a_server_without_a_binlog() {
     );
 }
 
+/// The binlog file the server writes now.
+async fn current_file(src: &MySqlPool) -> String {
+    let row: (String, u64, String, String) = sqlx::query_as("SHOW MASTER STATUS")
+        .fetch_one(src)
+        .await
+        .unwrap();
+    row.0
+}
+
+/// Moves the server to a new binlog file and drops every older one
+/// (PURGE skips a file a replica's dump thread still reads: the killed
+/// process's thread ends a moment later, so purge until it is gone).
+async fn flush_and_purge(src: &MySqlPool) {
+    let old = current_file(src).await;
+    sqlx::query("FLUSH BINARY LOGS").execute(src).await.unwrap();
+    let current = current_file(src).await;
+    wait_until(LONG, "the old binlog files purged", async || {
+        sqlx::query(&format!("PURGE BINARY LOGS TO '{current}'"))
+            .execute(src)
+            .await
+            .unwrap();
+        let logs: Vec<(String, u64)> = sqlx::query_as("SHOW BINARY LOGS")
+            .fetch_all(src)
+            .await
+            .unwrap();
+        !logs.iter().any(|(f, _)| *f == old)
+    })
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_purged_position_is_a_named_failure_never_a_silent_restart() {
     let src = MySqlPool::connect(&mysql_url())
@@ -100,44 +131,31 @@ async fn a_purged_position_is_a_named_failure_never_a_silent_restart() {
     let staged = u(&st["spool"]["last_seq"]);
     abrq.kill();
 
-    // the server moves to a new binlog file and drops the stream's one
-    // (PURGE skips a file a replica's dump thread still reads: the killed
-    // process's thread ends a moment later, so purge until it is gone)
-    let old: String = {
-        let row: (String, u64, String, String) = sqlx::query_as("SHOW MASTER STATUS")
-            .fetch_one(&src)
-            .await
-            .unwrap();
-        row.0
-    };
-    sqlx::query("FLUSH BINARY LOGS")
-        .execute(&src)
-        .await
-        .unwrap();
-    let current: String = {
-        let row: (String, u64, String, String) = sqlx::query_as("SHOW MASTER STATUS")
-            .fetch_one(&src)
-            .await
-            .unwrap();
-        row.0
-    };
-    wait_until(LONG, "the stream's binlog file purged", async || {
-        sqlx::query(&format!("PURGE BINARY LOGS TO '{current}'"))
-            .execute(&src)
-            .await
-            .unwrap();
-        let logs: Vec<(String, u64)> = sqlx::query_as("SHOW BINARY LOGS")
-            .fetch_all(&src)
-            .await
-            .unwrap();
-        !logs.iter().any(|(f, _)| *f == old)
-    })
-    .await;
+    // the stream's file is gone, but not a change it needs: MariaDB
+    // serves its GTID position from the next file and nothing is lost
+    flush_and_purge(&src).await;
     sqlx::query(&format!("INSERT INTO `{table}` VALUES (3, 'after')"))
         .execute(&src)
         .await
         .unwrap();
+    abrq.start().await;
+    let st = abrq
+        .wait_status("s", "the change after the purge staged", |st| {
+            u(&st["spool"]["last_seq"]) > staged
+        })
+        .await;
+    let binlog = &st["source"]["position"]["binlog"];
+    assert!(binlog["gtid"].is_string(), "{st}");
+    let staged = u(&st["spool"]["last_seq"]);
+    abrq.kill();
 
+    // a change the stream never read is purged with its file: a named
+    // failure, never a silent new start
+    sqlx::query(&format!("INSERT INTO `{table}` VALUES (4, 'never read')"))
+        .execute(&src)
+        .await
+        .unwrap();
+    flush_and_purge(&src).await;
     abrq.start_live().await;
     let st = abrq
         .wait_status("s", "the source failing on the purged position", |st| {

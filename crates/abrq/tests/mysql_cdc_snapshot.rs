@@ -1,8 +1,8 @@
 //! The `mysql` cdc source's snapshot, through the binary: two tables with
 //! rows from before the stream are copied (keyset pages in one consistent
 //! snapshot whose binlog position streaming starts from) while a writer
-//! changes them, abrq is SIGKILLed in the middle of the copy and goes on
-//! after its last staged page, and a `postgres` destination in upsert mode
+//! changes them, abrq is SIGKILLed in the middle of the copy and the rest
+//! is read as a backfill after its last staged page, and a `postgres` destination in upsert mode
 //! ends with each table equal to its source.
 
 mod common;
@@ -130,8 +130,10 @@ mode = "upsert"
     abrq.kill();
     write(&src, &tag).await;
     abrq.start().await;
+    // the rest of the copy is read as a backfill
     abrq.wait_status("shop", "the copy done", |st| {
         st["source"]["position"]["snapshot"]["state"] == "done"
+            && st["source"]["position"]["backfill"]["state"] == "idle"
     })
     .await;
     write(&src, &tag).await;

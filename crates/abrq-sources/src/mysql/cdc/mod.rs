@@ -28,6 +28,11 @@ use crate::chunk::{Chunk, Limits};
 use crate::file::SourceError;
 use crate::progress::Progress;
 
+mod backfill;
+mod gtid;
+
+use gtid::{Gtid, GtidPos};
+
 const FIRST_WAIT: Duration = Duration::from_millis(200);
 const NEXT_WAIT: Duration = Duration::from_millis(5);
 /// A read returns at most this long after its first event.
@@ -43,6 +48,14 @@ struct Position {
     /// position is then the snapshot's, where streaming starts).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     snapshot: Option<snapshot::CopyPos>,
+    /// A backfill under way (`abrq backfill`, or the rest of a copy cut
+    /// short).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    backfill: Option<backfill::Staged>,
+    /// MariaDB: the GTID position at `file`:`pos`, which a restart reads
+    /// from (file and offset are then for status and ordering).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    gtid: Option<String>,
 }
 
 /// The copy while it runs: its connection (in the snapshot's transaction
@@ -57,6 +70,8 @@ struct Txn {
     open: bool,
     changes: u64,
     skip: u64,
+    /// MariaDB: the id its GTID event gave the transaction.
+    gtid: Option<Gtid>,
 }
 
 pub struct MysqlCdcSource {
@@ -64,8 +79,16 @@ pub struct MysqlCdcSource {
     server_id: u32,
     position: Option<Position>,
     binlog: Option<BinlogStream>,
-    /// The binlog file the stream is in (rotations move it).
+    /// The binlog file the stream is in (rotations move it) and the end
+    /// of the last event read in it.
     file: String,
+    read_pos: u64,
+    /// The name in the rotate the server sends first, until the format
+    /// description says whether a checksum ends it.
+    first_rotate: Option<Vec<u8>>,
+    mariadb: Option<bool>,
+    /// MariaDB: the GTID position of the last transaction read.
+    gtid: GtidPos,
     catalog: Option<Conn>,
     captured: HashSet<TableName>,
     shapes: HashMap<TableName, Arc<Shape>>,
@@ -77,6 +100,12 @@ pub struct MysqlCdcSource {
     caught_up: bool,
     copy: Option<Copy>,
     copied_rows: u64,
+    backfill_asked: Vec<Option<String>>,
+    backfill_error: Option<String>,
+    /// The backfill's page waiting for the stream to reach its position,
+    /// and the connection pages are read on.
+    page: Option<backfill::Page>,
+    backfill_conn: Option<Conn>,
 }
 
 /// A database error of the source at `s`, saying what was being done.
@@ -107,6 +136,10 @@ impl MysqlCdcSource {
             position,
             binlog: None,
             file: String::new(),
+            read_pos: 0,
+            first_rotate: None,
+            mariadb: None,
+            gtid: GtidPos::default(),
             catalog: None,
             shapes: HashMap::new(),
             txn: Txn::default(),
@@ -116,6 +149,10 @@ impl MysqlCdcSource {
             caught_up: false,
             copy: None,
             copied_rows: 0,
+            backfill_asked: Vec::new(),
+            backfill_error: None,
+            page: None,
+            backfill_conn: None,
         })
     }
 
@@ -147,11 +184,12 @@ impl MysqlCdcSource {
         };
         Progress {
             position: serde_json::json!({
-                "binlog": self.position.as_ref().map(|p| serde_json::json!({"file": p.file, "pos": p.pos})),
+                "binlog": self.position.as_ref().map(|p| serde_json::json!({"file": p.file, "pos": p.pos, "gtid": p.gtid})),
                 "snapshot": match self.position.as_ref().and_then(|p| p.snapshot.as_ref()) {
                     Some(c) => serde_json::json!({"state": "copying", "table": c.table, "rows": self.copied_rows}),
                     None => serde_json::json!({"state": "done", "rows": self.copied_rows}),
                 },
+                "backfill": self.backfill_progress(),
                 "server_id": self.server_id,
                 "tables": self.settings.tables.iter().map(ToString::to_string).collect::<Vec<_>>(),
             }),
@@ -177,8 +215,9 @@ impl MysqlCdcSource {
             }
         }
         if let Some(p) = self.position.clone() {
-            if !self.binlog_exists(&p.file).await? {
-                missing.push(purged(&p.file, p.pos));
+            // by GTID another server of the topology may serve it
+            if p.gtid.is_none() && !self.binlog_exists(&p.file).await? {
+                missing.push(purged(&p));
             }
         }
         if !missing.is_empty() {
@@ -189,11 +228,38 @@ impl MysqlCdcSource {
                 "binlog ready; reading starts at the current end of the binlog as replica {}",
                 self.server_id
             ),
-            Some(p) => format!(
-                "resumes at {}:{} as replica {}",
-                p.file, p.pos, self.server_id
-            ),
+            Some(p) => match &p.gtid {
+                Some(g) => format!(
+                    "resumes at GTID position {g} ({}:{}) as replica {}",
+                    p.file, p.pos, self.server_id
+                ),
+                None => format!(
+                    "resumes at {}:{} as replica {}",
+                    p.file, p.pos, self.server_id
+                ),
+            },
         })
+    }
+
+    async fn is_mariadb(&mut self) -> Result<bool, SourceError> {
+        if let Some(m) = self.mariadb {
+            return Ok(m);
+        }
+        let conn = self.catalog().await?;
+        let m = gtid::is_mariadb(conn)
+            .await
+            .map_err(|e| fail_text("setup", e))?;
+        self.mariadb = Some(m);
+        Ok(m)
+    }
+
+    /// MariaDB's GTID position at `file`:`pos`; none before any GTID.
+    async fn gtid_at(&mut self, file: &str, pos: u64) -> Result<Option<String>, SourceError> {
+        let conn = self.catalog().await?;
+        let g = gtid::at(conn, file, pos)
+            .await
+            .map_err(|e| fail_text("setup", e))?;
+        Ok((!g.is_empty()).then(|| g.to_string()))
     }
 
     async fn binlog_exists(&mut self, file: &str) -> Result<bool, SourceError> {
@@ -215,31 +281,30 @@ impl MysqlCdcSource {
         if !missing.is_empty() {
             return Err(self.fail("not ready for binlog replication", missing.join("; ")));
         }
+        let mariadb = self.is_mariadb().await?;
         let position = match self.position.clone() {
-            Some(p) => {
-                if !self.binlog_exists(&p.file).await? {
-                    return Err(self.fail("binlog position lost", purged(&p.file, p.pos)));
+            Some(mut p) => {
+                let by_gtid = mariadb && p.gtid.as_deref().is_some_and(|g| !g.is_empty());
+                if !by_gtid {
+                    if !self.binlog_exists(&p.file).await? {
+                        return Err(self.fail("binlog position lost", purged(&p)));
+                    }
+                    if mariadb {
+                        p.gtid = self.gtid_at(&p.file, p.pos).await?;
+                    }
                 }
-                if let Some(c) = &p.snapshot {
-                    // a copy cut short goes on after its last staged row,
-                    // at the tables' current state; the binlog from the
-                    // snapshot's position follows it
+                if let Some(c) = p.snapshot.take() {
+                    // a copy cut short: streaming starts at the snapshot's
+                    // position and the rest is read as a backfill, each
+                    // page placed where the stream reaches its own snapshot
                     let at = self
                         .settings
                         .tables
                         .iter()
                         .position(|t| t.to_string() == c.table)
                         .unwrap_or(0);
-                    let conn = Conn::new(self.settings.opts())
-                        .await
-                        .map_err(|e| self.fail("cannot connect", e))?;
-                    tracing::info!(table = %c.table, "snapshot copy goes on");
-                    self.copy = Some(Copy {
-                        conn,
-                        queue: self.settings.tables[at..].to_vec(),
-                    });
-                    self.position = Some(p);
-                    return Ok(());
+                    tracing::info!(table = %c.table, "snapshot copy cut short: the rest is read as a backfill");
+                    p.backfill = backfill::Staged::of(&self.settings.tables[at..], c.after);
                 }
                 p
             }
@@ -260,6 +325,8 @@ impl MysqlCdcSource {
                         table: first,
                         after: None,
                     }),
+                    backfill: None,
+                    gtid: None,
                 });
                 self.copy = Some(Copy {
                     conn,
@@ -279,17 +346,33 @@ impl MysqlCdcSource {
                 ) else {
                     return Err(self.fail("setup", "SHOW MASTER STATUS shows no binlog"));
                 };
+                let gtid = match mariadb {
+                    true => self.gtid_at(&file, pos).await?,
+                    false => None,
+                };
                 Position {
                     file,
                     pos,
                     skip: 0,
                     snapshot: None,
+                    backfill: None,
+                    gtid,
                 }
             }
         };
-        let conn = Conn::new(self.settings.opts())
+        let mut conn = Conn::new(self.settings.opts())
             .await
             .map_err(|e| self.fail("cannot connect", e))?;
+        let from = match position.gtid.as_deref() {
+            Some(g) => GtidPos::parse(g).map_err(|e| self.fail("the stored cursor", e))?,
+            None => GtidPos::default(),
+        };
+        if mariadb {
+            let by_gtid = (!from.is_empty()).then_some(&from);
+            gtid::prepare(&mut conn, by_gtid)
+                .await
+                .map_err(|e| self.fail("setup", e))?;
+        }
         let request = BinlogStreamRequest::new(self.server_id)
             .with_filename(position.file.as_bytes())
             .with_pos(position.pos);
@@ -297,8 +380,15 @@ impl MysqlCdcSource {
             .get_binlog_stream(request)
             .await
             .map_err(|e| self.fail("cannot start reading the binlog", e))?;
-        tracing::info!(file = %position.file, pos = position.pos, skip = position.skip, server_id = self.server_id, "binlog replication started");
-        self.file = position.file.clone();
+        tracing::info!(file = %position.file, pos = position.pos, gtid = ?position.gtid, skip = position.skip, server_id = self.server_id, "binlog replication started");
+        // by GTID the server says where it starts (its first rotate)
+        self.file = match from.is_empty() {
+            true => position.file.clone(),
+            false => String::new(),
+        };
+        self.read_pos = position.pos;
+        self.first_rotate = None;
+        self.gtid = from;
         self.txn = Txn {
             skip: position.skip,
             ..Txn::default()
@@ -323,6 +413,8 @@ impl MysqlCdcSource {
             self.binlog = None;
             self.catalog = None;
             self.copy = None;
+            self.page = None;
+            self.backfill_conn = None;
         }
         result
     }
@@ -402,7 +494,15 @@ impl MysqlCdcSource {
         self.scope_in_chunk = None;
         let mut wait = FIRST_WAIT;
         let mut first: Option<Instant> = None;
+        self.take_page().await?;
         loop {
+            // between events: a backfill page the stream has reached joins here
+            if self.place_page(&mut chunk) {
+                wait = NEXT_WAIT;
+                if chunk.is_full(limits) {
+                    break;
+                }
+            }
             if first.is_some_and(|t| t.elapsed() >= READ_SLICE) {
                 break;
             }
@@ -413,6 +513,10 @@ impl MysqlCdcSource {
                     break;
                 }
                 Ok(None) => return Err(self.fail("binlog", "the server ended the stream")),
+                Ok(Some(Err(e))) if gtid_purged(&e) => {
+                    let p = self.position.clone().expect("started");
+                    return Err(self.fail("binlog position lost", purged(&p)));
+                }
                 Ok(Some(Err(e))) => return Err(self.fail("binlog", e)),
                 Ok(Some(Ok(e))) => e,
             };
@@ -420,18 +524,47 @@ impl MysqlCdcSource {
             first.get_or_insert_with(Instant::now);
             let header = event.header();
             let log_pos = u64::from(header.log_pos());
+            // events from a file's header come first with their own, smaller positions
+            self.read_pos = self.read_pos.max(log_pos);
             if header.timestamp() > 0 {
                 self.last_event = Some(header.timestamp());
+            }
+            if header.event_type_raw() == gtid::EVENT {
+                // MariaDB opens each event group with its GTID
+                let g = Gtid::parse(event.data(), header.server_id());
+                self.txn.gtid = g;
+                if g.is_some_and(|g| !g.standalone) {
+                    self.txn.open = true;
+                    self.txn.changes = 0;
+                }
+                continue;
             }
             let data = event
                 .read_data()
                 .map_err(|e| self.fail("cannot decode a binlog event", e))?;
             match data {
+                Some(EventData::RotateEvent(r)) if log_pos == 0 && self.file.is_empty() => {
+                    self.first_rotate = Some(r.name_raw().to_vec());
+                    self.read_pos = r.position();
+                }
+                Some(EventData::FormatDescriptionEvent(fde)) => {
+                    if let Some(mut name) = self.first_rotate.take() {
+                        let crc = fde.footer().get_checksum_alg().ok().flatten()
+                            == Some(
+                                mysql_async::binlog::BinlogChecksumAlg::BINLOG_CHECKSUM_ALG_CRC32,
+                            );
+                        if crc {
+                            name.truncate(name.len().saturating_sub(4));
+                        }
+                        self.file = String::from_utf8_lossy(&name).into_owned();
+                    }
+                }
                 // the rotate the server sends first is a fake one, read
                 // before the format description says how events end (its
                 // name carries the checksum); the file asked for is known
                 Some(EventData::RotateEvent(r)) if log_pos > 0 => {
                     self.file = r.name().into_owned();
+                    self.read_pos = r.position();
                 }
                 Some(EventData::QueryEvent(q)) => {
                     let sql = q.query().trim().to_string();
@@ -439,6 +572,14 @@ impl MysqlCdcSource {
                     if sql.eq_ignore_ascii_case("BEGIN") {
                         self.txn.open = true;
                         self.txn.changes = 0;
+                        continue;
+                    }
+                    if self.txn.open && sql.eq_ignore_ascii_case("COMMIT") {
+                        // the end of a transaction on a non-transactional engine
+                        self.commit(log_pos, &mut chunk);
+                        if chunk.is_full(limits) {
+                            break;
+                        }
                         continue;
                     }
                     if sql.starts_with('#') || self.txn.open {
@@ -522,13 +663,19 @@ impl MysqlCdcSource {
 
     /// The end of a source transaction at `log_pos` of the current file.
     fn commit(&mut self, log_pos: u64, chunk: &mut Chunk) {
+        if let Some(g) = self.txn.gtid {
+            self.gtid.advance(&g);
+        }
         self.txn = Txn::default();
         if log_pos > 0 {
+            let backfill = self.position.take().and_then(|p| p.backfill);
             self.position = Some(Position {
                 file: self.file.clone(),
                 pos: log_pos,
                 skip: 0,
                 snapshot: None,
+                backfill,
+                gtid: (!self.gtid.is_empty()).then(|| self.gtid.to_string()),
             });
             chunk.cursor = self.cursor_text(0);
         }
@@ -641,14 +788,31 @@ fn fail_text(what: &str, e: impl std::fmt::Display) -> SourceError {
     }
 }
 
-/// What to say when the stream's binlog file is gone.
-fn purged(file: &str, pos: u64) -> String {
+/// What to say when the binlog the stream's cursor needs is gone.
+fn purged(p: &Position) -> String {
+    let at = match &p.gtid {
+        Some(g) => format!(
+            "GTID position {g} (binlog file {:?}, position {})",
+            p.file, p.pos
+        ),
+        None => format!(
+            "binlog file {:?} (the stream's cursor is at position {})",
+            p.file, p.pos
+        ),
+    };
     format!(
-        "binlog file {file:?} (the stream's cursor is at position {pos}) is no longer on the \
-         server (purged, e.g. by binlog_expire_logs_seconds or PURGE BINARY LOGS), so changes \
-         after the cursor cannot be read; nothing was skipped silently. Recovery: re-snapshot \
-         the tables into a new stream (a new name starts at the current binlog)"
+        "{at} is no longer on the server (purged, e.g. by binlog_expire_logs_seconds or PURGE \
+         BINARY LOGS), so changes after the cursor cannot be read; nothing was skipped silently. \
+         Recovery: re-snapshot the tables into a new stream (a new name starts at the current \
+         binlog)"
     )
+}
+
+/// MariaDB's answer to a GTID position its binlogs no longer hold
+/// (ER_MASTER_FATAL_ERROR_READING_BINLOG with this text).
+fn gtid_purged(e: &mysql_async::Error) -> bool {
+    let text = e.to_string();
+    text.contains("1236") && text.contains("GTID")
 }
 
 /// A row's fields by the catalog's column names; a delete keeps only the
