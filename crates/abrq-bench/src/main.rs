@@ -5,6 +5,7 @@
 
 mod cdc;
 mod file_local;
+mod file_postgres;
 mod ftp;
 mod kafka;
 mod memory;
@@ -103,6 +104,9 @@ enum BenchCmd {
     /// Records/s through the kafka destination (200 B and 1 KiB records)
     /// against a raw rdkafka producer with the same settings, same broker.
     Kafka(kafka::KafkaArgs),
+    /// An NDJSON file into PostgreSQL end to end (spool included, durable
+    /// at both ends) against `psql \copy` of the same rows as CSV.
+    FilePostgres(file_postgres::FilePostgresArgs),
     /// Resident memory while a paused destination's backlog grows.
     Memory {
         #[arg(long, default_value_t = 1_000_000)]
@@ -114,6 +118,7 @@ async fn run(cmd: BenchCmd) -> anyhow::Result<()> {
     match cmd {
         BenchCmd::Staging { records, rounds } => staging::run(records, rounds).await,
         BenchCmd::FileLocal { records, rounds } => file_local::run(records, rounds).await,
+        BenchCmd::FilePostgres(args) => file_postgres::run(args).await,
         BenchCmd::Ftp(args) => ftp::run(args).await,
         BenchCmd::Kafka(args) => kafka::run(args).await,
         BenchCmd::Memory { records } => memory::run(records).await,

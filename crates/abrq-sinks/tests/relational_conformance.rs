@@ -154,6 +154,68 @@ async fn types_map_and_declarations_win(e: Engine) {
 }
 both_engines!(types_map_and_declarations_win);
 
+/// Many rows at once (PostgreSQL appends them with COPY): text with the
+/// characters a bulk format escapes, nulls, JSON and instants come back as
+/// they went in.
+async fn bulk_values_round_trip(e: Engine) {
+    let db = Db::new(e, "rel bulk values").await;
+    let texts = [
+        "tab\there",
+        "line\nbreak",
+        "carriage\rreturn",
+        "back\\slash",
+        "\\N",
+        "\\.",
+        "",
+        "ünïcødé ✓",
+    ];
+    let items = texts
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            let t = t.to_string();
+            insert(json!({
+                "id": i,
+                "s": t,
+                "maybe": if i % 2 == 0 { serde_json::Value::Null } else { json!(i) },
+                "x": i as f64 / 3.0,
+                "at": "2024-02-03T04:05:06.5Z",
+                "doc": {"k": t},
+            }))
+        })
+        .collect();
+    db.destination("t", "")
+        .deliver(&batch(1, items))
+        .await
+        .unwrap();
+    let want: Vec<String> = texts.iter().map(|t| t.to_string()).collect();
+    let got: Vec<String> = db
+        .column("t", "s")
+        .await
+        .into_iter()
+        .map(|v| v.unwrap_or_default())
+        .collect();
+    assert_eq!(got, want);
+    let maybe = db.column("t", "maybe").await;
+    for (i, m) in maybe.iter().enumerate() {
+        assert_eq!(m.is_none(), i % 2 == 0, "row {i}: {m:?}");
+    }
+    if e == Engine::Postgres {
+        for (i, v) in db.column("t", "x").await.iter().enumerate() {
+            let v: f64 = v.as_deref().unwrap().parse().unwrap();
+            assert_eq!(v, i as f64 / 3.0);
+        }
+        for (i, d) in db.column("t", "doc").await.iter().enumerate() {
+            let d: serde_json::Value = serde_json::from_str(d.as_deref().unwrap()).unwrap();
+            assert_eq!(d, json!({"k": want[i]}));
+        }
+        let at = db.column("t", "at").await[0].clone().unwrap();
+        assert!(at.starts_with("2024-02-03 04:05:06.5"), "{at}");
+    }
+    db.drop().await;
+}
+both_engines!(bulk_values_round_trip);
+
 async fn a_constraint_violation_names_the_record(e: Engine) {
     let db = Db::new(e, "rel reject").await;
     db.exec(&format!(

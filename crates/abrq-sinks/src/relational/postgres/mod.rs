@@ -2,6 +2,7 @@
 //! the ledger, and (in `write.rs`) one transaction per batch in which DDL,
 //! truncates and rows all commit or roll back together.
 
+mod copy;
 pub mod errors;
 mod write;
 

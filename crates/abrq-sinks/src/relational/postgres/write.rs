@@ -1,6 +1,7 @@
 //! PostgreSQL's statements for the shared batch transaction
 //! (`relational/writer.rs`). The ledger row goes in with `ON CONFLICT DO
-//! NOTHING`, DDL is transactional, and rows go in as one array per column
+//! NOTHING`, DDL is transactional, appended rows go in with `COPY`
+//! (`copy.rs`), and upserted and deleted rows as one array per column
 //! through `unnest`, so a statement has one parameter per column whatever
 //! the row count (no bind limit) and keeps one prepared form per column
 //! set.
@@ -135,6 +136,9 @@ impl Statements for Ctx<'_> {
                     .await?;
             }
             return Ok(());
+        }
+        if !upsert && rows.len() > 1 {
+            return super::copy::copy_rows(conn, table, t, columns, rows).await;
         }
         let names: Vec<String> = columns
             .iter()

@@ -14,6 +14,9 @@ use abrq_state::NewBatch;
 
 use crate::stream::{StageError, StreamShared};
 
+mod group;
+use group::Group;
+
 /// How often status learns the source's progress while staging waits.
 const PROGRESS_EVERY: Duration = Duration::from_secs(1);
 
@@ -213,10 +216,11 @@ async fn pump<R: Reader>(
     let max_wait = stream.batch.max_wait.0;
     let mut pending = Chunk::default();
     let mut first_at: Option<Instant> = None;
-    let mut last_staged: Option<String> = None;
+    let mut group = Group::new(stream.clone());
     loop {
         if stream.cancel.is_cancelled() {
-            return Ok(()); // unstaged records are read again after a restart
+            // unstaged records are read again after a restart
+            return group.flush(&mut source).await;
         }
         let asked = std::mem::take(
             &mut *stream
@@ -252,44 +256,20 @@ async fn pump<R: Reader>(
         if flush {
             let batch = std::mem::take(&mut pending);
             first_at = None;
-            let staging = stream.stage_waiting(
-                vec![NewBatch::from_items(&batch.items, batch.bytes)?],
-                batch.cursor.clone(),
-            );
-            // while backpressure holds the batch, status still shows how
-            // far behind the source falls (a slot's WAL keeps growing)
-            tokio::pin!(staging);
-            let mut tick = tokio::time::interval(PROGRESS_EVERY);
-            tick.tick().await;
-            loop {
-                tokio::select! {
-                    done = &mut staging => {
-                        done?;
-                        break;
-                    }
-                    _ = tick.tick() => {
-                        if let Some(p) = source.progress() {
-                            stream.set_source_progress(p);
-                        }
-                    }
-                }
-            }
-            if let Some(c) = &batch.cursor {
-                source.staged(c);
-            }
-            last_staged = batch.cursor;
+            let encoded = NewBatch::from_items(&batch.items, batch.bytes)?;
+            group.push(encoded, batch.cursor, &mut source).await?;
         } else if at_end && pending.is_empty() && pending.cursor.is_some() {
             // the source moved without a record (a transaction's commit
             // read after its changes were staged): keep the move, so a
             // replication slot can be confirmed past it while quiet
-            if pending.cursor != last_staged {
+            if pending.cursor != group.last_staged {
                 let cursor = pending.cursor.take();
-                stream.stage_waiting(Vec::new(), cursor.clone()).await?;
-                if let Some(c) = &cursor {
-                    source.staged(c);
-                }
-                last_staged = cursor;
+                group.move_cursor(cursor, &mut source).await?;
             }
+        }
+        if at_end {
+            // the source is quiet: what it gave is staged before the nap
+            group.flush(&mut source).await?;
         }
         if at_end {
             if !follow && pending.is_empty() {
