@@ -35,6 +35,26 @@ pub trait Destination: Send + Sync {
     /// (same object name, ledger row), and must be harmless otherwise.
     async fn deliver(&self, batch: &Batch) -> Result<DeliveryReport, DeliveryError>;
 
+    /// How many contiguous batches one attempt may carry through
+    /// [`Destination::deliver_group`]; 1, the default, is one batch per
+    /// attempt.
+    fn group_limit(&self) -> usize {
+        1
+    }
+
+    /// Delivers contiguous batches as one unit: all of them durably, each
+    /// exactly as [`Destination::deliver`] would (one report per batch,
+    /// a batch delivered before skipped), or none. Called with at most
+    /// [`Destination::group_limit`] batches; an engine that groups must
+    /// override it (this default is one batch after the other).
+    async fn deliver_group(&self, batches: &[Batch]) -> Result<Vec<DeliveryReport>, DeliveryError> {
+        let mut out = Vec::with_capacity(batches.len());
+        for b in batches {
+            out.push(self.deliver(b).await?);
+        }
+        Ok(out)
+    }
+
     /// Proves the destination is reachable and writable, without data.
     async fn check(&self) -> Result<CheckReport, DeliveryError>;
 }

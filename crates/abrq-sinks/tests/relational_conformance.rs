@@ -216,6 +216,63 @@ async fn bulk_values_round_trip(e: Engine) {
 }
 both_engines!(bulk_values_round_trip);
 
+/// Several batches in one attempt (PostgreSQL: one transaction, one
+/// ledger row each): a group that overlaps batches applied before skips
+/// them, a later batch may add a column an earlier one created the table
+/// without, and a group with a refused row writes nothing at all.
+async fn grouped_batches_apply_once_and_all_or_nothing(e: Engine) {
+    let db = Db::new(e, "rel group").await;
+    let dest = db.destination("t", "");
+    if e == Engine::Postgres {
+        assert!(dest.group_limit() > 1);
+    }
+    let b = |seq: u64| {
+        let items = (seq * 10..seq * 10 + 10)
+            .map(|i| {
+                if seq >= 3 {
+                    insert(json!({"id": i, "name": format!("row {i}"), "extra": seq}))
+                } else {
+                    insert(json!({"id": i, "name": format!("row {i}")}))
+                }
+            })
+            .collect();
+        batch(seq, items)
+    };
+    let reports = dest.deliver_group(&[b(1), b(2)]).await.unwrap();
+    assert_eq!(reports.len(), 2);
+    assert!(reports.iter().all(|r| r.bytes > 0), "{reports:?}");
+    // 1 and 2 are in the ledger: only 3 and 4 are written
+    let reports = dest.deliver_group(&[b(1), b(2), b(3), b(4)]).await.unwrap();
+    assert_eq!(reports[0].bytes + reports[1].bytes, 0, "{reports:?}");
+    assert!(reports[2].bytes > 0 && reports[3].bytes > 0, "{reports:?}");
+    assert_eq!(db.count("t").await, 40);
+    let extra = db.column("t", "extra").await;
+    assert_eq!(extra.iter().filter(|v| v.is_some()).count(), 20);
+    // a refused row (a duplicate key in a keyed table) fails the group
+    db.exec(&format!(
+        "CREATE TABLE {} (id bigint PRIMARY KEY, name text)",
+        db.table("keyed")
+    ))
+    .await;
+    let keyed = db.destination("keyed", "");
+    let good = batch(10, vec![insert(json!({"id": 1, "name": "a"}))]);
+    let bad = batch(
+        11,
+        vec![
+            insert(json!({"id": 2, "name": "b"})),
+            insert(json!({"id": 2, "name": "again"})),
+        ],
+    );
+    assert!(keyed.deliver_group(&[good.clone(), bad]).await.is_err());
+    if e == Engine::Postgres {
+        assert_eq!(db.count("keyed").await, 0, "all or nothing");
+    }
+    keyed.deliver(&good).await.unwrap();
+    assert_eq!(db.count("keyed").await, 1);
+    db.drop().await;
+}
+both_engines!(grouped_batches_apply_once_and_all_or_nothing);
+
 async fn a_constraint_violation_names_the_record(e: Engine) {
     let db = Db::new(e, "rel reject").await;
     db.exec(&format!(

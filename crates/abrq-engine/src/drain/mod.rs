@@ -66,6 +66,9 @@ struct Drainer<'a> {
     current: Option<Work>,
     /// Attempts at `current`.
     attempts: u32,
+    /// After a grouped attempt failed, batches up to this seq go one at a
+    /// time, so only a batch at fault is dead-lettered.
+    singles_until: u64,
 }
 
 impl<'a> Drainer<'a> {
@@ -78,6 +81,7 @@ impl<'a> Drainer<'a> {
             rng: StdRng::from_os_rng(),
             current: None,
             attempts: 0,
+            singles_until: 0,
         }
     }
 
@@ -94,7 +98,11 @@ impl<'a> Drainer<'a> {
             return Ok(self.wait_switched_on().await);
         }
         if self.current.is_none() {
-            self.current = work::next(self.stream, self.dest).await?;
+            let group = match self.dest.mark.accepted() < self.singles_until {
+                true => 1,
+                false => self.dest.destination.group_limit(),
+            };
+            self.current = work::next(self.stream, self.dest, group).await?;
             self.attempts = 0;
             self.dest.drain_health.progressed();
             if self.current.is_none() {
@@ -165,12 +173,20 @@ impl<'a> Drainer<'a> {
 
     /// One delivery attempt of the batch in hand, bounded by the attempt
     /// timeout.
-    async fn attempt(&mut self) -> (Result<DeliveryReport, DeliveryError>, Duration) {
+    /// One report per batch of the work.
+    async fn attempt(&mut self) -> (Result<Vec<DeliveryReport>, DeliveryError>, Duration) {
         let work = self.current.as_ref().expect("work was loaded");
         self.attempts += 1;
         let timeout = self.dest.retry.attempt_timeout;
         let started = Instant::now();
-        let result = tokio::time::timeout(timeout, self.dest.destination.deliver(work.batch()))
+        let destination = &self.dest.destination;
+        let delivery = async {
+            match work {
+                Work::Group(batches) => destination.deliver_group(batches).await,
+                _ => destination.deliver(work.first()).await.map(|r| vec![r]),
+            }
+        };
+        let result = tokio::time::timeout(timeout, delivery)
             .await
             .unwrap_or_else(|_| Err(DeliveryError::transient(AttemptTimeout(timeout))));
         (result, started.elapsed())

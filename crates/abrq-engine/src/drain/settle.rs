@@ -16,39 +16,85 @@ use crate::stream::StreamShared;
 impl Drainer<'_> {
     pub(super) async fn settle(
         &mut self,
-        result: Result<DeliveryReport, DeliveryError>,
+        result: Result<Vec<DeliveryReport>, DeliveryError>,
         took: Duration,
     ) -> Result<Flow, StoreError> {
+        let grouped = matches!(self.current, Some(Work::Group(_)));
         match result {
-            Ok(report) => {
-                self.succeeded(report, took).await?;
+            Ok(reports) => {
+                self.succeeded(reports, took).await?;
                 Ok(Flow::Next)
             }
+            Err(err) if grouped => self.group_failed(err, took).await,
             Err(err) => self.failed(err, took).await,
         }
     }
 
     async fn succeeded(
         &mut self,
-        report: DeliveryReport,
+        reports: Vec<DeliveryReport>,
         took: Duration,
     ) -> Result<(), StoreError> {
         let (stream, dest) = (self.stream, self.dest);
         let work = self.current.take().expect("work in hand");
-        let meta = &work.batch().meta;
-        match &work {
-            Work::Spool(_) => dest.mark.delivered(meta.seq),
-            Work::Replay { id, .. } => {
-                if finish_replay(stream, dest, *id, Ok(())).await? {
-                    stream.events.replayed(&dest.labels, *id, meta.seq);
+        for (batch, report) in work.batches().iter().zip(&reports) {
+            let meta = &batch.meta;
+            match &work {
+                Work::Spool(_) | Work::Group(_) => dest.mark.delivered(meta.seq),
+                Work::Replay { id, .. } => {
+                    if finish_replay(stream, dest, *id, Ok(())).await? {
+                        stream.events.replayed(&dest.labels, *id, meta.seq);
+                    }
                 }
             }
+            stream.events.delivered(&dest.labels, meta, report, took);
         }
-        stream.events.delivered(&dest.labels, meta, &report, took);
         if let Some(t) = dest.with_breaker(|b| b.on_success()) {
             self.breaker_changed(t).await?;
         }
         Ok(())
+    }
+
+    /// A grouped attempt failed: its batches go again one at a time (a
+    /// batch at fault is then dead-lettered alone). An outage still counts
+    /// with the breaker and backs off.
+    async fn group_failed(
+        &mut self,
+        err: DeliveryError,
+        took: Duration,
+    ) -> Result<Flow, StoreError> {
+        let (stream, dest) = (self.stream, self.dest);
+        let work = self.current.take().expect("work in hand");
+        let (first, last) = (
+            work.first().meta.seq,
+            work.batches().last().map_or(0, |b| b.meta.seq),
+        );
+        self.singles_until = last;
+        self.attempts = 0;
+        stream
+            .events
+            .attempt_failed(&dest.labels, first, 1, &err, took);
+        let describe = err.describe();
+        tracing::warn!(stream = %stream.name, destination = %dest.labels.destination, first, last, error = %describe, "grouped attempt failed; its batches go one at a time");
+        stream
+            .store
+            .set_last_error(&stream.name, &dest.labels.destination, Some(&describe))
+            .await?;
+        if let Disposition::DeadLetter(_) = err.disposition {
+            return Ok(Flow::Next);
+        }
+        let now = stream.clock.now();
+        if let Some(t) = dest.with_breaker(|b| b.on_failure(now)) {
+            self.breaker_changed(t).await?;
+        }
+        let pause = err
+            .retry_after
+            .unwrap_or_else(|| dest.retry.backoff(1, &mut self.rng));
+        Ok(tokio::select! {
+            _ = stream.cancel.cancelled() => Flow::Stop,
+            _ = tokio::time::sleep(pause) => Flow::Next,
+            _ = dest.wake.notified() => Flow::Next,
+        })
     }
 
     async fn failed(&mut self, err: DeliveryError, took: Duration) -> Result<Flow, StoreError> {
@@ -57,7 +103,7 @@ impl Drainer<'_> {
             .current
             .as_ref()
             .expect("work in hand")
-            .batch()
+            .first()
             .meta
             .seq;
         let attempts = self.attempts;
@@ -115,6 +161,7 @@ async fn dead_letter(
             events.dead_lettered(&dest.labels, seq, class, error);
             events.marks(&dest.labels, dest.mark.durable(), stream.last_seq());
         }
+        Work::Group(_) => unreachable!("a group is never dead-lettered whole"),
         Work::Replay { id, batch } => {
             // It stays one pending dead letter, with the newer reason.
             if finish_replay(stream, dest, id, Err((class, error.to_string()))).await? {

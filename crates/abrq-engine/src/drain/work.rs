@@ -10,23 +10,37 @@ use super::settle::finish_replay;
 use crate::destination::DestShared;
 use crate::stream::StreamShared;
 
-/// A spooled batch or an operator's replay.
+/// Records a grouped attempt carries at most (it holds them all decoded).
+const GROUP_RECORDS: u64 = 20_000;
+
+/// A spooled batch, contiguous spooled batches for one attempt (a
+/// destination that groups them), or an operator's replay.
 pub(super) enum Work {
     Spool(Batch),
+    Group(Vec<Batch>),
     Replay { id: i64, batch: Batch },
 }
 
 impl Work {
-    pub(super) fn batch(&self) -> &Batch {
+    /// The batches, in order.
+    pub(super) fn batches(&self) -> &[Batch] {
         match self {
-            Work::Spool(b) | Work::Replay { batch: b, .. } => b,
+            Work::Spool(b) | Work::Replay { batch: b, .. } => std::slice::from_ref(b),
+            Work::Group(bs) => bs,
         }
+    }
+
+    pub(super) fn first(&self) -> &Batch {
+        &self.batches()[0]
     }
 }
 
+/// The next work: a replay, else the next spooled batch, with up to
+/// `group - 1` spooled batches after it when they are there already.
 pub(super) async fn next(
     stream: &StreamShared,
     dest: &DestShared,
+    group: usize,
 ) -> Result<Option<Work>, StoreError> {
     let store = &stream.store;
     let (s, d) = (stream.name.as_str(), dest.labels.destination.as_str());
@@ -52,6 +66,7 @@ pub(super) async fn next(
             Err(e) => return Err(e),
         }
         match store.next_batch(s, dest.mark.accepted()).await {
+            Ok(Some(first)) if group > 1 => return Ok(Some(grow(stream, first, group).await)),
             Ok(batch) => return Ok(batch.map(Work::Spool)),
             Err(e @ StoreError::Payload { seq, .. }) => {
                 let error = e.to_string();
@@ -63,5 +78,27 @@ pub(super) async fn next(
             }
             Err(e) => return Err(e),
         }
+    }
+}
+
+/// `first` and the spooled batches right after it, while they are there
+/// and the group has room; a batch that cannot be read ends the group (it
+/// is met again as the next work's first).
+async fn grow(stream: &StreamShared, first: Batch, group: usize) -> Work {
+    let mut records = first.meta.records;
+    let mut batches = vec![first];
+    while batches.len() < group && records < GROUP_RECORDS {
+        let after = batches.last().expect("one at least").meta.seq;
+        match stream.store.next_batch(&stream.name, after).await {
+            Ok(Some(b)) => {
+                records += b.meta.records;
+                batches.push(b);
+            }
+            Ok(None) | Err(_) => break,
+        }
+    }
+    match batches.len() {
+        1 => Work::Spool(batches.pop().expect("one")),
+        _ => Work::Group(batches),
     }
 }

@@ -72,6 +72,20 @@ pub trait Backend: Send + Sync + 'static {
         parts: &[Part<'_>],
         run: Run,
     ) -> Result<Applied, RunError>;
+    /// Whether [`Backend::apply_group`] runs several batches in one
+    /// transaction (an engine whose DDL commits by itself cannot).
+    fn groups_batches(&self) -> bool {
+        false
+    }
+    /// Runs several batches' parts in one transaction, each batch with its
+    /// own ledger row (a batch whose row is there already is skipped):
+    /// whether each was applied now.
+    async fn apply_group(
+        &self,
+        _batches: &[(&BatchMeta, &[Part<'_>])],
+    ) -> Result<Vec<Applied>, RunError> {
+        unreachable!("only called when groups_batches() says so")
+    }
     /// Connects and makes sure the ledger exists; returns where it connected.
     async fn connect(&self) -> Result<String, DbError>;
     /// The table's quoted, qualified name, for messages.
@@ -222,6 +236,23 @@ impl<B: Backend> RelationalDestination<B> {
     }
 }
 
+/// What a batch's committed parts wrote and dropped.
+fn report_of(parts: &[Part<'_>]) -> DeliveryReport {
+    let mut report = DeliveryReport::default();
+    for part in parts {
+        let c = part.plan.counts;
+        report.bytes += written_bytes(&part.plan);
+        report.ignored_truncates += c.ignored_truncates;
+        report.ignored_schemas += c.ignored_schemas;
+        report.dropped_values += c.dropped_values;
+        report.dropped_rows += c.dropped_rows;
+    }
+    report
+}
+
+/// Batches one grouped attempt carries at most.
+const GROUP_BATCHES: usize = 16;
+
 /// Bytes of values written, as the report's `bytes`.
 fn written_bytes(plan: &Plan<'_>) -> u64 {
     let mut n = 0usize;
@@ -254,18 +285,11 @@ impl<B: Backend> Destination for RelationalDestination<B> {
         let parts = self.plan_all(&groups).await?;
         match self.backend.apply(&batch.meta, &parts, Run::Commit).await {
             Ok(Applied::Committed) => {
-                let mut report = DeliveryReport::default();
                 let mut cache = self.cache();
                 for part in &parts {
                     cache.insert(part.table.clone(), Some(part.plan.table.clone()));
-                    let c = part.plan.counts;
-                    report.bytes += written_bytes(&part.plan);
-                    report.ignored_truncates += c.ignored_truncates;
-                    report.ignored_schemas += c.ignored_schemas;
-                    report.dropped_values += c.dropped_values;
-                    report.dropped_rows += c.dropped_rows;
                 }
-                Ok(report)
+                Ok(report_of(&parts))
             }
             // Counted when it was applied; counting again would double
             // the drop metrics for one batch.
@@ -282,6 +306,59 @@ impl<B: Backend> Destination for RelationalDestination<B> {
                     }
                     None => Err(error.into_delivery()),
                 }
+            }
+        }
+    }
+
+    fn group_limit(&self) -> usize {
+        match self.backend.groups_batches() {
+            true => GROUP_BATCHES,
+            false => 1,
+        }
+    }
+
+    /// Several batches in one transaction, one ledger row each: each batch
+    /// is planned against the tables as the batches before it leave them.
+    /// Any failure fails the group; the engine then takes its batches one
+    /// at a time, so only a batch at fault is dead-lettered.
+    async fn deliver_group(&self, batches: &[Batch]) -> Result<Vec<DeliveryReport>, DeliveryError> {
+        if !self.backend.groups_batches() {
+            let mut out = Vec::with_capacity(batches.len());
+            for b in batches {
+                out.push(self.deliver(b).await?);
+            }
+            return Ok(out);
+        }
+        let mut grouped = Vec::with_capacity(batches.len());
+        for b in batches {
+            grouped.push(self.groups(b)?);
+        }
+        let mut planned = Vec::with_capacity(batches.len());
+        for groups in &grouped {
+            let parts = self.plan_all(groups).await?;
+            let mut cache = self.cache();
+            for part in &parts {
+                cache.insert(part.table.clone(), Some(part.plan.table.clone()));
+            }
+            planned.push(parts);
+        }
+        let work: Vec<(&BatchMeta, &[Part<'_>])> = batches
+            .iter()
+            .zip(&planned)
+            .map(|(b, parts)| (&b.meta, parts.as_slice()))
+            .collect();
+        match self.backend.apply_group(&work).await {
+            Ok(applied) => Ok(planned
+                .iter()
+                .zip(applied)
+                .map(|(parts, a)| match a {
+                    Applied::Committed => report_of(parts),
+                    Applied::AlreadyApplied | Applied::RolledBack => DeliveryReport::default(),
+                })
+                .collect()),
+            Err(RunError { error, .. }) => {
+                self.cache().clear();
+                Err(error.into_delivery())
             }
         }
     }

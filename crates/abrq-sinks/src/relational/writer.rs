@@ -198,6 +198,46 @@ pub async fn apply<S: Statements>(
     }
 }
 
+/// Runs several batches in one transaction, in order, each under its own
+/// ledger row: a batch whose row is there already is skipped. Only for a
+/// dialect whose DDL is transactional.
+pub async fn apply_group<S: Statements>(
+    batches: &[(&BatchMeta, Vec<(S, &Plan<'_>)>)],
+) -> Result<Vec<Applied>, RunError> {
+    let Some(s) = batches
+        .iter()
+        .find_map(|(_, parts)| parts.first().map(|(s, _)| s))
+    else {
+        return Ok(vec![Applied::Committed; batches.len()]);
+    };
+    assert!(S::DDL_IN_TRANSACTION, "a group needs transactional DDL");
+    let mut tx = s
+        .pool()
+        .begin()
+        .await
+        .map_err(|e| s.db_error("begin a transaction".into(), e))?;
+    let mut applied = Vec::with_capacity(batches.len());
+    for (meta, parts) in batches {
+        let Some((first, _)) = parts.first() else {
+            applied.push(Applied::Committed);
+            continue;
+        };
+        if !first.record(&mut tx, meta).await? {
+            applied.push(Applied::AlreadyApplied);
+            continue;
+        }
+        for (s, plan) in parts {
+            run_ddl(s, &mut tx, plan).await?;
+            run_steps(s, &mut tx, plan, Run::Commit).await?;
+        }
+        applied.push(Applied::Committed);
+    }
+    tx.commit()
+        .await
+        .map_err(|e| s.db_error(format!("commit {} batches", batches.len()), e))?;
+    Ok(applied)
+}
+
 /// One table's truncates, writes and deletes, in batch order.
 async fn run_steps<S: Statements>(
     s: &S,

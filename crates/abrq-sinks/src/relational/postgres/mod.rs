@@ -205,6 +205,47 @@ impl Backend for PgBackend {
         writer::apply(&ctxs, meta, run).await
     }
 
+    fn groups_batches(&self) -> bool {
+        true
+    }
+
+    async fn apply_group(
+        &self,
+        batches: &[(&BatchMeta, &[Part<'_>])],
+    ) -> Result<Vec<Applied>, RunError> {
+        let ledger = self.ledger().await?;
+        let ledger_key = self.qualified(&self.conn.settings.table).await?;
+        let mut names: Vec<Vec<String>> = Vec::with_capacity(batches.len());
+        for (_, parts) in batches {
+            let mut n = Vec::with_capacity(parts.len());
+            for part in *parts {
+                n.push(self.qualified(&part.table).await?);
+            }
+            names.push(n);
+        }
+        let work: Vec<(&BatchMeta, Vec<(write::Ctx, &Plan)>)> = batches
+            .iter()
+            .zip(&names)
+            .map(|((meta, parts), tables)| {
+                let ctxs = parts
+                    .iter()
+                    .zip(tables)
+                    .map(|(part, table)| {
+                        let ctx = write::Ctx {
+                            pool: self.pool(),
+                            ledger: &ledger,
+                            table,
+                            ledger_key: &ledger_key,
+                        };
+                        (ctx, &part.plan)
+                    })
+                    .collect();
+                (*meta, ctxs)
+            })
+            .collect();
+        writer::apply_group(&work).await
+    }
+
     async fn connect(&self) -> Result<String, DbError> {
         let version: String = sqlx::query_scalar("SHOW server_version")
             .fetch_one(self.pool())
