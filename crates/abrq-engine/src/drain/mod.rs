@@ -69,6 +69,8 @@ struct Drainer<'a> {
     /// After a grouped attempt failed, batches up to this seq go one at a
     /// time, so only a batch at fault is dead-lettered.
     singles_until: u64,
+    /// The spooled work after `current`, read while it was attempted.
+    prefetched: Option<Work>,
 }
 
 impl<'a> Drainer<'a> {
@@ -82,6 +84,7 @@ impl<'a> Drainer<'a> {
             current: None,
             attempts: 0,
             singles_until: 0,
+            prefetched: None,
         }
     }
 
@@ -98,11 +101,9 @@ impl<'a> Drainer<'a> {
             return Ok(self.wait_switched_on().await);
         }
         if self.current.is_none() {
-            let group = match self.dest.mark.accepted() < self.singles_until {
-                true => 1,
-                false => self.dest.destination.group_limit(),
-            };
-            self.current = work::next(self.stream, self.dest, group).await?;
+            let group = self.group_size();
+            let prefetched = self.prefetched.take();
+            self.current = work::next(self.stream, self.dest, group, prefetched).await?;
             self.attempts = 0;
             self.dest.drain_health.progressed();
             if self.current.is_none() {
@@ -117,14 +118,38 @@ impl<'a> Drainer<'a> {
             // who saw the pause acknowledged must not see one more delivery.
             return Ok(Flow::Next);
         }
-        let (result, took) = self.attempt().await;
+        // the next spooled work is read and decoded meanwhile
+        let after = match self.current.as_ref() {
+            Some(w @ (Work::Spool(_) | Work::Group(_))) => w.batches().last().map(|b| b.meta.seq),
+            _ => None,
+        };
+        let (stream, group) = (self.stream, self.group_size());
+        let next = async move {
+            match after {
+                Some(after) => work::prefetch(stream, after, group).await,
+                None => None,
+            }
+        };
+        let ((result, took), next) = tokio::join!(self.attempt(), next);
+        if result.is_ok() {
+            self.prefetched = next;
+        }
         self.settle(result, took).await
+    }
+
+    /// Batches the next attempt may carry.
+    fn group_size(&self) -> usize {
+        match self.dest.mark.accepted() < self.singles_until {
+            true => 1,
+            false => self.dest.destination.group_limit(),
+        }
     }
 
     /// Paused or disabled: the batch in hand is dropped (it is read again
     /// later) until a switch changes.
     async fn wait_switched_on(&mut self) -> Flow {
         self.current = None;
+        self.prefetched = None;
         self.attempts = 0;
         tokio::select! {
             _ = self.stream.cancel.cancelled() => Flow::Stop,

@@ -41,13 +41,20 @@ pub(super) async fn next(
     stream: &StreamShared,
     dest: &DestShared,
     group: usize,
+    mut prefetched: Option<Work>,
 ) -> Result<Option<Work>, StoreError> {
     let store = &stream.store;
     let (s, d) = (stream.name.as_str(), dest.labels.destination.as_str());
     loop {
         match store.next_replay(s, d).await {
             Ok(Some((row, batch))) => return Ok(Some(Work::Replay { id: row.id, batch })),
-            Ok(None) => {}
+            Ok(None) => {
+                // read while the last attempt ran, if it is still the next
+                let next = dest.mark.accepted() + 1;
+                if let Some(w) = prefetched.take().filter(|w| w.first().meta.seq == next) {
+                    return Ok(Some(w));
+                }
+            }
             Err(e @ StoreError::ReplayPayload { id, seq, .. }) => {
                 let error = e.to_string();
                 let outcome = Err((ReasonClass::Encoding, error.clone()));
@@ -101,4 +108,14 @@ async fn grow(stream: &StreamShared, first: Batch, group: usize) -> Work {
         1 => Work::Spool(batches.pop().expect("one")),
         _ => Work::Group(batches),
     }
+}
+
+/// The spooled work after seq `after` (none on any error: it is read
+/// again the usual way), read while an attempt runs.
+pub(super) async fn prefetch(stream: &StreamShared, after: u64, group: usize) -> Option<Work> {
+    let first = stream.store.next_batch(&stream.name, after).await.ok()??;
+    Some(match group > 1 {
+        true => grow(stream, first, group).await,
+        false => Work::Spool(first),
+    })
 }

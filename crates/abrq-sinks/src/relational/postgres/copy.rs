@@ -84,15 +84,22 @@ fn write_cell(buf: &mut Vec<u8>, cell: &Cell<'_>) {
 }
 
 fn escape(buf: &mut Vec<u8>, s: &str) {
-    for &b in s.as_bytes() {
-        match b {
-            b'\\' => buf.extend_from_slice(b"\\\\"),
-            b'\t' => buf.extend_from_slice(b"\\t"),
-            b'\n' => buf.extend_from_slice(b"\\n"),
-            b'\r' => buf.extend_from_slice(b"\\r"),
-            _ => buf.push(b),
-        }
+    let bytes = s.as_bytes();
+    let special = |b: &u8| matches!(b, b'\\' | b'\t' | b'\n' | b'\r');
+    // most values have nothing to escape: copy runs between escapes whole
+    let mut from = 0;
+    while let Some(at) = bytes[from..].iter().position(special) {
+        let at = from + at;
+        buf.extend_from_slice(&bytes[from..at]);
+        buf.extend_from_slice(match bytes[at] {
+            b'\\' => b"\\\\",
+            b'\t' => b"\\t",
+            b'\n' => b"\\n",
+            _ => b"\\r",
+        });
+        from = at + 1;
     }
+    buf.extend_from_slice(&bytes[from..]);
 }
 
 #[cfg(test)]
