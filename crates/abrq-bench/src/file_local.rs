@@ -5,13 +5,9 @@
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
-use std::sync::Arc;
 use std::time::Instant;
 
-use abrq_core::config::Config;
-use abrq_engine::{Engine, Metrics};
 use abrq_sinks::object::encode::GZIP_LEVEL;
-use abrq_state::SqliteStore;
 use flate2::write::GzEncoder;
 use flate2::Compression;
 
@@ -120,21 +116,5 @@ format = "jsonl.gz"
         input = input.display(),
         out = work.join("out").display(),
     );
-    let config = Config::parse(&text, "bench")?;
-    let store = Arc::new(SqliteStore::open(&work.join("data/state.db"))?);
-    let start = Instant::now();
-    let engine = Engine::start(
-        &config,
-        store,
-        Arc::new(Metrics::new()),
-        &crate::destination_factory,
-    )
-    .await?;
-    engine
-        .wait_drained()
-        .await
-        .map_err(|e| anyhow::anyhow!(e))?;
-    let secs = start.elapsed().as_secs_f64();
-    engine.shutdown().await;
-    Ok(secs)
+    super::run_until_drained(&text, work).await
 }

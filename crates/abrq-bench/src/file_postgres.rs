@@ -8,13 +8,9 @@
 
 use std::io::Write;
 use std::path::Path;
-use std::sync::Arc;
 use std::time::Instant;
 
-use abrq_core::config::Config;
-use abrq_engine::{Engine, Metrics};
 use abrq_sinks::relational::sqlx::{self, postgres::PgPool};
-use abrq_state::SqliteStore;
 use clap::Args;
 
 #[derive(Args)]
@@ -155,21 +151,5 @@ table = "events"
         database = u.path().trim_start_matches('/'),
         user = u.username(),
     );
-    let config = Config::parse(&text, "bench")?;
-    let store = Arc::new(SqliteStore::open(&work.join("data/state.db"))?);
-    let start = Instant::now();
-    let engine = Engine::start(
-        &config,
-        store,
-        Arc::new(Metrics::new()),
-        &crate::destination_factory,
-    )
-    .await?;
-    engine
-        .wait_drained()
-        .await
-        .map_err(|e| anyhow::anyhow!(e))?;
-    let secs = start.elapsed().as_secs_f64();
-    engine.shutdown().await;
-    Ok(secs)
+    super::run_until_drained(&text, work).await
 }

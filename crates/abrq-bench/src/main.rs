@@ -236,6 +236,28 @@ pub fn json_lines_mb(batches: &[abrq_core::Batch]) -> f64 {
     bytes as f64 / 1e6
 }
 
+/// Seconds for the engine in process, with the config `text` (its
+/// `data_dir` under `work`), from start until every destination drained.
+pub async fn run_until_drained(text: &str, work: &std::path::Path) -> anyhow::Result<f64> {
+    let config = abrq_core::config::Config::parse(text, "bench")?;
+    let store = Arc::new(abrq_state::SqliteStore::open(&work.join("data/state.db"))?);
+    let start = std::time::Instant::now();
+    let engine = abrq_engine::Engine::start(
+        &config,
+        store,
+        Arc::new(abrq_engine::Metrics::new()),
+        &destination_factory,
+    )
+    .await?;
+    engine
+        .wait_drained()
+        .await
+        .map_err(|e| anyhow::anyhow!(e))?;
+    let secs = start.elapsed().as_secs_f64();
+    engine.shutdown().await;
+    Ok(secs)
+}
+
 /// Median of a few measurements.
 pub fn median(mut xs: Vec<f64>) -> f64 {
     xs.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
