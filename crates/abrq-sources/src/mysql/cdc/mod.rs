@@ -106,6 +106,10 @@ pub struct MysqlCdcSource {
     /// and the connection pages are read on.
     page: Option<backfill::Page>,
     backfill_conn: Option<Conn>,
+    /// A stream's first start: its starting position is staged before
+    /// anything is read, so a crash before the first batch resumes there
+    /// instead of at a later end of the binlog.
+    announce: bool,
 }
 
 /// A database error of the source at `s`, saying what was being done.
@@ -153,6 +157,7 @@ impl MysqlCdcSource {
             backfill_error: None,
             page: None,
             backfill_conn: None,
+            announce: false,
         })
     }
 
@@ -350,6 +355,7 @@ impl MysqlCdcSource {
                     true => self.gtid_at(&file, pos).await?,
                     false => None,
                 };
+                self.announce = true;
                 Position {
                     file,
                     pos,
@@ -490,6 +496,11 @@ impl MysqlCdcSource {
 
     async fn read(&mut self, limits: Limits) -> Result<Chunk, SourceError> {
         let mut chunk = Chunk::default();
+        if std::mem::take(&mut self.announce) {
+            chunk.cursor = self.cursor_text(0);
+            chunk.at_end = true;
+            return Ok(chunk);
+        }
         self.declared_in_chunk.clear();
         self.scope_in_chunk = None;
         let mut wait = FIRST_WAIT;
