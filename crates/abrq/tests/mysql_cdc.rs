@@ -23,11 +23,6 @@ use serde_json::Value;
 const KILLS: usize = 4;
 const WRITING: Duration = Duration::from_secs(16);
 
-fn mysql_url() -> String {
-    std::env::var("ABRQ_TEST_MYSQLCDC_URL")
-        .unwrap_or_else(|_| "mysql://root@127.0.0.1:3316/test".into())
-}
-
 /// (op, version) per change, in commit order.
 type Change = (String, i64);
 
@@ -152,7 +147,7 @@ async fn replica_rows(
 
 #[tokio::test(flavor = "multi_thread")]
 async fn binlog_changes_reach_every_destination_once_in_order_through_kills() {
-    let src = MySqlPool::connect(&mysql_url())
+    let src = MySqlPool::connect(&mysqlcdc::url())
         .await
         .expect("the mysqlcdc server");
     let dst_url = pg::url();
@@ -173,7 +168,7 @@ async fn binlog_changes_reach_every_destination_once_in_order_through_kills() {
         .unwrap();
 
     let mut abrq = Abrq::new();
-    let url = reqwest::Url::parse(&mysql_url()).unwrap();
+    let url = reqwest::Url::parse(&mysqlcdc::url()).unwrap();
     abrq.write_config(&format!(
         r#"
 data_dir = "{data}"

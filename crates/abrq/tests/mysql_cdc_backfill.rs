@@ -24,11 +24,6 @@ fn rows_wanted() -> i64 {
         .unwrap_or(1_000_000)
 }
 
-fn mysql_url() -> String {
-    std::env::var("ABRQ_TEST_MYSQLCDC_URL")
-        .unwrap_or_else(|_| "mysql://root@127.0.0.1:3316/test".into())
-}
-
 /// Small transactions of updates, deletes and inserts until told to stop.
 async fn writer(
     src: MySqlPool,
@@ -77,7 +72,7 @@ async fn replica(dst: &PgPool, table: &str) -> Vec<(i64, i64, String)> {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_backfill_under_writers_ends_with_an_equal_replica() {
     let total = rows_wanted();
-    let src = MySqlPool::connect(&mysql_url())
+    let src = MySqlPool::connect(&mysqlcdc::url())
         .await
         .expect("the mysqlcdc server");
     let dst_url = pg::url();
@@ -100,7 +95,7 @@ async fn a_backfill_under_writers_ends_with_an_equal_replica() {
         .unwrap();
 
     let mut abrq = Abrq::new();
-    let url = reqwest::Url::parse(&mysql_url()).unwrap();
+    let url = reqwest::Url::parse(&mysqlcdc::url()).unwrap();
     abrq.write_config(&format!(
         r#"
 data_dir = "{data}"

@@ -10,11 +10,6 @@ mod common;
 use abrq_sinks::relational::sqlx::{self, MySqlPool};
 use common::*;
 
-fn mysql_url() -> String {
-    std::env::var("ABRQ_TEST_MYSQLCDC_URL")
-        .unwrap_or_else(|_| "mysql://root@127.0.0.1:3316/test".into())
-}
-
 fn config(abrq: &Abrq, url: &str, table: &str, out: &str) -> String {
     let url = reqwest::Url::parse(url).unwrap();
     format!(
@@ -100,7 +95,7 @@ async fn flush_and_purge(src: &MySqlPool) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_purged_position_is_a_named_failure_never_a_silent_restart() {
-    let src = MySqlPool::connect(&mysql_url())
+    let src = MySqlPool::connect(&mysqlcdc::url())
         .await
         .expect("the mysqlcdc server");
     let tag = pg::tag();
@@ -113,7 +108,7 @@ async fn a_purged_position_is_a_named_failure_never_a_silent_restart() {
     .unwrap();
     let mut abrq = Abrq::new();
     let out = abrq.p("out");
-    abrq.write_config(&config(&abrq, &mysql_url(), &table, &out));
+    abrq.write_config(&config(&abrq, &mysqlcdc::url(), &table, &out));
     abrq.start().await;
     abrq.wait_status("s", "the binlog read", |st| {
         !st["source"]["position"]["binlog"].is_null()

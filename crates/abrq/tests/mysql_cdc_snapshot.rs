@@ -15,11 +15,6 @@ use rand::Rng;
 
 const ROWS: [(&str, i64); 2] = [("a", 10_000), ("b", 30_000)];
 
-fn mysql_url() -> String {
-    std::env::var("ABRQ_TEST_MYSQLCDC_URL")
-        .unwrap_or_else(|_| "mysql://root@127.0.0.1:3316/test".into())
-}
-
 async fn write(src: &MySqlPool, tag: &str) {
     let mut rng = rand::rng();
     for _ in 0..20 {
@@ -57,7 +52,7 @@ async fn replica(dst: &PgPool, table: &str) -> Vec<(i64, i64, String)> {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_copy_cut_short_goes_on_and_each_replica_table_ends_equal() {
-    let src = MySqlPool::connect(&mysql_url())
+    let src = MySqlPool::connect(&mysqlcdc::url())
         .await
         .expect("the mysqlcdc server");
     let dst_url = pg::url();
@@ -80,7 +75,7 @@ async fn a_copy_cut_short_goes_on_and_each_replica_table_ends_equal() {
         .unwrap();
 
     let mut abrq = Abrq::new();
-    let url = reqwest::Url::parse(&mysql_url()).unwrap();
+    let url = reqwest::Url::parse(&mysqlcdc::url()).unwrap();
     abrq.write_config(&format!(
         r#"
 data_dir = "{data}"

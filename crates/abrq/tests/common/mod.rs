@@ -27,6 +27,7 @@ pub mod api;
 pub mod feed;
 pub mod fleet;
 pub mod metrics;
+pub mod mysqlcdc;
 pub mod oracle;
 pub mod output;
 pub mod pg;
