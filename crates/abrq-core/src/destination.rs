@@ -48,13 +48,22 @@ pub trait Destination: Send + Sync {
     /// [`Destination::group_limit`] batches; an engine that groups must
     /// override it (this default is one batch after the other).
     async fn deliver_group(&self, batches: &[Batch]) -> Result<Vec<DeliveryReport>, DeliveryError> {
-        let mut out = Vec::with_capacity(batches.len());
-        for b in batches {
-            out.push(self.deliver(b).await?);
-        }
-        Ok(out)
+        deliver_each(self, batches).await
     }
 
     /// Proves the destination is reachable and writable, without data.
     async fn check(&self) -> Result<CheckReport, DeliveryError>;
+}
+
+/// Delivers `batches` one after the other, stopping at the first failure:
+/// a group for an engine that cannot take one in a single unit.
+pub async fn deliver_each<D: Destination + ?Sized>(
+    dest: &D,
+    batches: &[Batch],
+) -> Result<Vec<DeliveryReport>, DeliveryError> {
+    let mut out = Vec::with_capacity(batches.len());
+    for b in batches {
+        out.push(dest.deliver(b).await?);
+    }
+    Ok(out)
 }

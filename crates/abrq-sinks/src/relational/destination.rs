@@ -323,11 +323,7 @@ impl<B: Backend> Destination for RelationalDestination<B> {
     /// at a time, so only a batch at fault is dead-lettered.
     async fn deliver_group(&self, batches: &[Batch]) -> Result<Vec<DeliveryReport>, DeliveryError> {
         if !self.backend.groups_batches() {
-            let mut out = Vec::with_capacity(batches.len());
-            for b in batches {
-                out.push(self.deliver(b).await?);
-            }
-            return Ok(out);
+            return abrq_core::destination::deliver_each(self, batches).await;
         }
         let mut grouped = Vec::with_capacity(batches.len());
         for b in batches {
