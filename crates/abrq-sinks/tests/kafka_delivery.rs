@@ -1,6 +1,6 @@
 //! The kafka destination against the Kafka-protocol broker (tansu) of
-//! scripts/services.sh: placement, order, headers, ignored instructions,
-//! oversize records and `check()`. Each test has its own 4-partition topic.
+//! scripts/services.sh: placement, order (one batch or a group in flight),
+//! headers, ignored instructions, oversize records and `check()`. Each test has its own 4-partition topic.
 
 mod kafka_support;
 
@@ -42,12 +42,43 @@ async fn deliver_all(dest: &impl Destination, keys: usize) {
     }
 }
 
+/// The same batches, as the drain hands them over with a backlog: several
+/// in flight per attempt.
+async fn deliver_grouped(dest: &impl Destination, keys: usize) {
+    let all: Vec<_> = (0..RECORDS)
+        .step_by(PER_BATCH)
+        .enumerate()
+        .map(|(n, first)| batch(n as u64, records(first, PER_BATCH, keys)))
+        .collect();
+    assert!(dest.group_limit() > 1);
+    for group in all.chunks(dest.group_limit()) {
+        let reports = dest
+            .deliver_group(group)
+            .await
+            .unwrap_or_else(|e| panic!("group from {}: {}", group[0].meta.seq, e.describe()));
+        assert_eq!(reports.len(), group.len());
+        assert!(reports.iter().all(|r| r.bytes > 0));
+    }
+}
+
 #[tokio::test]
 async fn keyed_records_follow_java_placement_in_source_order() {
+    keyed_placement_and_order(false).await;
+}
+
+#[tokio::test]
+async fn grouped_batches_keep_placement_and_source_order() {
+    keyed_placement_and_order(true).await;
+}
+
+async fn keyed_placement_and_order(grouped: bool) {
     let kafka = Kafka::from_env();
     let topic = create_topic(&kafka.brokers, "keyed").await;
     let dest = destination(settings(&kafka.brokers, &topic, Some("customer")));
-    deliver_all(&dest, 97).await;
+    match grouped {
+        true => deliver_grouped(&dest, 97).await,
+        false => deliver_all(&dest, 97).await,
+    }
 
     let got = consume(&kafka.brokers, &topic, RECORDS).await;
     assert_eq!(got.len(), RECORDS, "no duplicates without failures");

@@ -3,11 +3,13 @@
 //! closed, the port refusing new ones) and [`Proxy::restore`] it.
 //! [`Proxy::stall`] makes the service hang instead.
 //! [`Proxy::bind_tls`] makes one that terminates TLS, like stunnel, for a
-//! service that cannot serve TLS itself.
+//! service that cannot serve TLS itself. [`Proxy::set_latency`] delays
+//! every byte a client sends, as a distant region would.
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use std::path::Path;
 
@@ -25,6 +27,8 @@ pub struct Proxy {
     listener: Mutex<Option<AbortHandle>>,
     pipes: Arc<Mutex<Vec<AbortHandle>>>,
     stalled: Arc<AtomicBool>,
+    /// Microseconds every client byte waits before it is forwarded.
+    latency_us: Arc<AtomicU64>,
 }
 
 impl Proxy {
@@ -72,6 +76,7 @@ impl Proxy {
             listener: Mutex::new(None),
             pipes: Arc::default(),
             stalled: Arc::default(),
+            latency_us: Arc::default(),
         };
         proxy.serve(listener);
         proxy
@@ -79,6 +84,14 @@ impl Proxy {
 
     pub fn forward_to(&self, target: String) {
         *self.target.lock().expect("not poisoned") = target;
+    }
+
+    /// Delays what clients send by `latency` (a delay line: throughput is
+    /// not capped), for connections made from now on. Plain TCP only.
+    pub fn set_latency(&self, latency: Duration) {
+        assert!(self.tls.is_none(), "latency is for plain TCP proxies");
+        let us = u64::try_from(latency.as_micros()).unwrap_or(u64::MAX);
+        self.latency_us.store(us, Ordering::SeqCst);
     }
 
     pub fn port(&self) -> u16 {
@@ -123,6 +136,7 @@ impl Proxy {
         let target = self.target.clone();
         let tls = self.tls.clone();
         let stalled = self.stalled.clone();
+        let latency_us = self.latency_us.clone();
         let task = tokio::spawn(async move {
             loop {
                 let Ok((mut client, _)) = listener.accept().await else {
@@ -142,11 +156,13 @@ impl Proxy {
                 }
                 let target = target.lock().expect("not poisoned").clone();
                 let tls = tls.clone();
+                let latency = Duration::from_micros(latency_us.load(Ordering::SeqCst));
                 let pipe = tokio::spawn(async move {
                     let Ok(mut server) = TcpStream::connect(&target).await else {
                         return;
                     };
                     match tls {
+                        None if !latency.is_zero() => delayed(client, server, latency).await,
                         None => {
                             let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
                         }
@@ -174,6 +190,38 @@ impl Drop for Proxy {
     fn drop(&mut self) {
         self.cut();
     }
+}
+
+/// Forwards both ways, holding each chunk the client sent until `latency`
+/// after it arrived.
+async fn delayed(client: TcpStream, server: TcpStream, latency: Duration) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (mut client_rx, mut client_tx) = client.into_split();
+    let (mut server_rx, mut server_tx) = server.into_split();
+    let (line, mut due) = tokio::sync::mpsc::unbounded_channel();
+    let read = async move {
+        let mut buf = vec![0u8; 64 << 10];
+        while let Ok(n @ 1..) = client_rx.read(&mut buf).await {
+            let at = tokio::time::Instant::now() + latency;
+            if line.send((at, buf[..n].to_vec())).is_err() {
+                break;
+            }
+        }
+    };
+    let write = async move {
+        while let Some((at, bytes)) = due.recv().await {
+            tokio::time::sleep_until(at).await;
+            if server_tx.write_all(&bytes).await.is_err() {
+                return;
+            }
+        }
+        let _ = server_tx.shutdown().await;
+    };
+    let back = async move {
+        let _ = tokio::io::copy(&mut server_rx, &mut client_tx).await;
+        let _ = client_tx.shutdown().await;
+    };
+    tokio::join!(read, write, back);
 }
 
 /// SO_REUSEADDR, so `restore` can bind the port it had a moment ago; a

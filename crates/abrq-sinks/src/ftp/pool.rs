@@ -16,9 +16,9 @@ pub struct Pool {
 }
 
 impl Pool {
-    /// The drain loop delivers one batch at a time per destination; a few
-    /// more cover a concurrent `check()` and replays.
-    pub const DEFAULT_MAX_IDLE: usize = 4;
+    /// A grouped attempt uploads half this many objects at once, each
+    /// with its manifest on a second session.
+    pub const DEFAULT_MAX_IDLE: usize = 8;
 
     pub fn new(max_idle: usize) -> Self {
         Pool {

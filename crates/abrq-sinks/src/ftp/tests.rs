@@ -63,6 +63,7 @@ async fn suite(t: &FtpTransport) {
     conformance::every_format_round_trips(t).await;
     conformance::manifest_matches_object(t).await;
     conformance::replay_overwrites(t).await;
+    conformance::group_matches_singles(t).await;
     conformance::check_succeeds(t).await;
     assert!(t.idle_sessions() >= 1, "sessions are pooled, not closed");
 }

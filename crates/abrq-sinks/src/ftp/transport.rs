@@ -226,6 +226,12 @@ impl ObjectTransport for FtpTransport {
         }
     }
 
+    /// Each upload holds a session (two with a manifest), and servers cap
+    /// sessions per user: fewer at once than an object store takes.
+    fn max_in_flight(&self) -> usize {
+        super::pool::Pool::DEFAULT_MAX_IDLE / 2
+    }
+
     async fn put(&self, key: &str, data: Bytes) -> Result<(), DeliveryError> {
         let placement = self.placement(key)?;
         self.run(Op::Put(&placement, &data)).await.map(drop)

@@ -22,6 +22,10 @@ use crate::failure::Failure;
 
 pub(super) type KafkaProducer = FutureProducer<ClientErrors>;
 
+/// Batches one attempt keeps in flight at most (the engine also caps the
+/// records it holds decoded).
+const GROUP_BATCHES: usize = 16;
+
 /// How often an attempt looks for a refusal (see `purge_if_refused`).
 const REFUSAL_POLL: Duration = Duration::from_millis(250);
 
@@ -101,7 +105,7 @@ impl KafkaDestination {
     async fn partition_counts(
         &self,
         producer: &KafkaProducer,
-        records: &[Encoded],
+        records: &[&Encoded],
     ) -> Result<HashMap<Arc<str>, i32>, DeliveryError> {
         let mut out = HashMap::new();
         for m in records.iter().filter(|m| m.key.is_none()) {
@@ -160,65 +164,69 @@ impl KafkaDestination {
         Ok(out)
     }
 
-    /// Sends every record without waiting for each report, then waits for
-    /// all of them. The first failure stops further sends; the reports
-    /// already in flight are still awaited, so a retry starts clean.
+    /// Sends every record of every batch without waiting for each report,
+    /// then waits for all of them. The first failure stops further sends;
+    /// the reports already in flight are still awaited, so a retry starts
+    /// clean.
     async fn send_all(
         &self,
         producer: &KafkaProducer,
-        batch: &Batch,
-        records: &[Encoded],
+        work: &[(&Batch, Vec<Encoded>)],
         partitions: &HashMap<Arc<str>, i32>,
     ) -> Result<(), DeliveryError> {
-        let mut pending: VecDeque<(usize, DeliveryFuture)> = VecDeque::new();
+        let mut pending: VecDeque<(usize, usize, DeliveryFuture)> = VecDeque::new();
         let mut failed: Option<DeliveryError> = None;
-        for m in records {
-            let headers = message::headers(
-                &batch.meta.idempotency_key,
-                m.index,
-                &self.settings.stream,
-                m.op,
-                m.table.as_deref(),
-            );
-            let topic: &str = &m.topic;
-            let mut rec = FutureRecord::<str, [u8]>::to(topic)
-                .payload(&m.value)
-                .headers(headers);
-            match (&m.key, partitions.get(&m.topic)) {
-                (Some(k), _) => rec = rec.key(k.as_str()),
-                (None, Some(&n)) => {
-                    let next = self.next_partition.fetch_add(1, Ordering::Relaxed);
-                    rec = rec.partition(i32::try_from(next % n as usize).unwrap_or(0));
-                }
-                (None, None) => {}
-            }
-            loop {
-                match producer.send_result(rec) {
-                    Ok(f) => {
-                        pending.push_back((m.index, f));
-                        break;
+        let topic = |b: usize, i: usize| topic_of(&work[b].1, i);
+        'batches: for (b, (batch, records)) in work.iter().enumerate() {
+            for m in records {
+                let headers = message::headers(
+                    &batch.meta.idempotency_key,
+                    m.index,
+                    &self.settings.stream,
+                    m.op,
+                    m.table.as_deref(),
+                );
+                let name: &str = &m.topic;
+                let mut rec = FutureRecord::<str, [u8]>::to(name)
+                    .payload(&m.value)
+                    .headers(headers);
+                match (&m.key, partitions.get(&m.topic)) {
+                    (Some(k), _) => rec = rec.key(k.as_str()),
+                    (None, Some(&n)) => {
+                        let next = self.next_partition.fetch_add(1, Ordering::Relaxed);
+                        rec = rec.partition(i32::try_from(next % n as usize).unwrap_or(0));
                     }
-                    // librdkafka's queue is full: wait for the oldest report
-                    // (freeing room), then offer the same record again.
-                    Err((KafkaError::MessageProduction(Code::QueueFull), back)) => {
-                        rec = back;
-                        match pending.pop_front() {
-                            Some((i, f)) => note(&mut failed, &topic_of(records, i), i, f.await),
-                            None => tokio::time::sleep(Duration::from_millis(5)).await,
+                    (None, None) => {}
+                }
+                loop {
+                    match producer.send_result(rec) {
+                        Ok(f) => {
+                            pending.push_back((b, m.index, f));
+                            break;
+                        }
+                        // librdkafka's queue is full: wait for the oldest
+                        // report (freeing room), then offer the same record
+                        // again.
+                        Err((KafkaError::MessageProduction(Code::QueueFull), back)) => {
+                            rec = back;
+                            match pending.pop_front() {
+                                Some((b, i, f)) => note(&mut failed, &topic(b, i), i, f.await),
+                                None => tokio::time::sleep(Duration::from_millis(5)).await,
+                            }
+                        }
+                        Err((e, _)) => {
+                            failed.get_or_insert(kafka_error("send", name, e).at_record(m.index));
+                            break;
                         }
                     }
-                    Err((e, _)) => {
-                        failed.get_or_insert(kafka_error("send", topic, e).at_record(m.index));
-                        break;
-                    }
+                }
+                if failed.is_some() {
+                    break 'batches;
                 }
             }
-            if failed.is_some() {
-                break;
-            }
         }
-        for (i, f) in pending {
-            note(&mut failed, &topic_of(records, i), i, f.await);
+        for (b, i, f) in pending {
+            note(&mut failed, &topic(b, i), i, f.await);
         }
         failed.map_or(Ok(()), Err)
     }
@@ -255,7 +263,21 @@ impl Destination for KafkaDestination {
     }
 
     async fn deliver(&self, batch: &Batch) -> Result<DeliveryReport, DeliveryError> {
-        let result = self.attempt(batch).await;
+        let result = self.attempt(std::slice::from_ref(batch)).await;
+        self.explained(result)
+            .map(|mut r| r.pop().unwrap_or_default())
+    }
+
+    fn group_limit(&self) -> usize {
+        GROUP_BATCHES
+    }
+
+    /// Several batches' records in flight at once; a failure fails the
+    /// group, and the engine goes again one batch at a time (a record
+    /// already sent is then sent again, as any retry does: its headers
+    /// carry the batch's idempotency key).
+    async fn deliver_group(&self, batches: &[Batch]) -> Result<Vec<DeliveryReport>, DeliveryError> {
+        let result = self.attempt(batches).await;
         self.explained(result)
     }
 
@@ -282,18 +304,24 @@ impl KafkaDestination {
         }
     }
 
-    async fn attempt(&self, batch: &Batch) -> Result<DeliveryReport, DeliveryError> {
-        let mut report = DeliveryReport::default();
-        let records = self.encode(batch, &mut report)?;
-        if records.is_empty() {
-            return Ok(report);
+    /// Sends the batches' records in one pipeline (a group keeps several
+    /// batches in flight) and succeeds once every report is in.
+    async fn attempt(&self, batches: &[Batch]) -> Result<Vec<DeliveryReport>, DeliveryError> {
+        let mut reports = vec![DeliveryReport::default(); batches.len()];
+        let mut work = Vec::with_capacity(batches.len());
+        for (batch, report) in batches.iter().zip(&mut reports) {
+            work.push((batch, self.encode(batch, report)?));
+        }
+        if work.iter().all(|(_, records)| records.is_empty()) {
+            return Ok(reports);
         }
         let producer = self.producer()?;
-        let partitions = self.partition_counts(&producer, &records).await?;
+        let all: Vec<&Encoded> = work.iter().flat_map(|(_, r)| r).collect();
+        let partitions = self.partition_counts(&producer, &all).await?;
         // Aborted when dropped: on every way out of this attempt, the engine
         // cutting it off at its timeout included.
         let watchdog = self.purge_if_refused(&producer);
-        let sent = self.send_all(&producer, batch, &records, &partitions).await;
+        let sent = self.send_all(&producer, &work, &partitions).await;
         drop(watchdog);
         if let Err(e) = sent {
             self.cached_partitions().clear();
@@ -310,11 +338,13 @@ impl KafkaDestination {
             tokio::task::spawn_blocking(move || drop((old, producer)));
             return Err(e);
         }
-        report.bytes = records
-            .iter()
-            .map(|m| (m.value.len() + m.key.as_ref().map_or(0, String::len)) as u64)
-            .sum();
-        Ok(report)
+        for ((_, records), report) in work.iter().zip(&mut reports) {
+            report.bytes = records
+                .iter()
+                .map(|m| (m.value.len() + m.key.as_ref().map_or(0, String::len)) as u64)
+                .sum();
+        }
+        Ok(reports)
     }
 
     /// While an attempt runs: if the brokers refuse this client (its

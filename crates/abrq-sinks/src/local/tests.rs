@@ -57,6 +57,12 @@ async fn conformance_manifest_matches_object() {
     conformance::manifest_matches_object(&t).await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conformance_group_matches_singles() {
+    let (_d, t) = transport();
+    conformance::group_matches_singles(&t).await;
+}
+
 #[tokio::test]
 async fn conformance_check_succeeds() {
     let (_d, t) = transport();

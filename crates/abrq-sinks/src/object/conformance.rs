@@ -265,6 +265,33 @@ pub async fn replay_overwrites<T: ObjectTransport + Clone + 'static>(t: &T) -> S
     key
 }
 
+/// A group stores each batch exactly as delivering it alone would: the
+/// same names, the same bytes, each manifest beside its object.
+pub async fn group_matches_singles<T: ObjectTransport + Clone + 'static>(t: &T) {
+    let alone = ObjectDestination::new(t.clone(), settings("single", ObjectFormat::JsonlGz, true));
+    let grouped = ObjectDestination::new(t.clone(), settings("group", ObjectFormat::JsonlGz, true));
+    let batches: Vec<Batch> = (10..10 + 2 * grouped.group_limit() as u64)
+        .map(sample_batch)
+        .collect();
+    let mut expected = Vec::new();
+    for b in &batches {
+        expected.push(alone.deliver(b).await.unwrap());
+    }
+    let mut reports = Vec::new();
+    for group in batches.chunks(grouped.group_limit()) {
+        reports.extend(grouped.deliver_group(group).await.unwrap());
+    }
+    assert_eq!(reports, expected);
+    for b in &batches {
+        let (one, many) = (alone.object_key(b).unwrap(), grouped.object_key(b).unwrap());
+        assert_eq!(many.strip_prefix("group"), one.strip_prefix("single"));
+        assert_eq!(t.get(&many).await.unwrap(), t.get(&one).await.unwrap());
+        let m: Manifest =
+            serde_json::from_slice(&t.get(&naming::manifest_key(&many)).await.unwrap()).unwrap();
+        assert_eq!((m.path.as_str(), m.seq), (many.as_str(), b.meta.seq));
+    }
+}
+
 /// `check` succeeds and names the engine.
 pub async fn check_succeeds<T: ObjectTransport + Clone + 'static>(t: &T) {
     let dest = ObjectDestination::new(t.clone(), settings("probe", ObjectFormat::Csv, false));
@@ -320,10 +347,12 @@ impl ObjectTransport for MemoryTransport {
 mod tests {
     use super::*;
 
-    #[tokio::test]
+    // on two workers, so a group is encoded on two threads
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn suite_passes_on_memory() {
         let t = MemoryTransport::default();
         transport_basics(&t).await;
+        group_matches_singles(&t).await;
         every_format_round_trips(&t).await;
         manifest_matches_object(&t).await;
         replay_overwrites(&t).await;
@@ -349,6 +378,17 @@ mod tests {
             t.state.lock().unwrap().puts,
             [key.clone(), naming::manifest_key(&key)]
         );
+    }
+
+    #[tokio::test]
+    async fn a_failed_put_fails_the_group() {
+        let t = MemoryTransport::default();
+        let dest = ObjectDestination::new(t.clone(), settings("o", ObjectFormat::Jsonl, false));
+        let batches: Vec<Batch> = (1..=4).map(sample_batch).collect();
+        let failing = dest.object_key(&batches[2]).unwrap();
+        t.state.lock().unwrap().fail_suffix = Some(failing.leak());
+        let e = dest.deliver_group(&batches).await.unwrap_err();
+        assert!(e.is_transient());
     }
 
     #[tokio::test]

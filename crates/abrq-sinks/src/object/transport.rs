@@ -14,6 +14,12 @@ pub trait ObjectTransport: Send + Sync {
     /// The engine name as written in config (`local`, `s3`, ...).
     fn kind(&self) -> &'static str;
 
+    /// Objects one attempt may upload at once (see the destination's
+    /// `deliver_group`): enough to hide a cloud region's round trip.
+    fn max_in_flight(&self) -> usize {
+        8
+    }
+
     /// Stores `data` under `key`, replacing any object already there. The
     /// object is visible only once complete: a reader sees the old object,
     /// the new one, or none, never a part.

@@ -236,6 +236,23 @@ impl<B: Backend> RelationalDestination<B> {
     }
 }
 
+/// Clears the table cache when dropped, unless the group committed.
+struct ForgetUnlessCommitted<'a>(&'a Mutex<HashMap<String, Option<TableInfo>>>, bool);
+
+impl ForgetUnlessCommitted<'_> {
+    fn settle(mut self, committed: bool) {
+        self.1 = !committed;
+    }
+}
+
+impl Drop for ForgetUnlessCommitted<'_> {
+    fn drop(&mut self) {
+        if self.1 {
+            self.0.lock().unwrap_or_else(|p| p.into_inner()).clear();
+        }
+    }
+}
+
 /// What a batch's committed parts wrote and dropped.
 fn report_of(parts: &[Part<'_>]) -> DeliveryReport {
     let mut report = DeliveryReport::default();
@@ -329,6 +346,10 @@ impl<B: Backend> Destination for RelationalDestination<B> {
         for b in batches {
             grouped.push(self.groups(b)?);
         }
+        // Each batch is planned against the tables the batches before it
+        // leave, through the cache; until the group commits, that view is
+        // a promise, forgotten on every way out (a timeout included).
+        let forget = ForgetUnlessCommitted(&self.cache, true);
         let mut planned = Vec::with_capacity(batches.len());
         for groups in &grouped {
             let parts = self.plan_all(groups).await?;
@@ -343,7 +364,9 @@ impl<B: Backend> Destination for RelationalDestination<B> {
             .zip(&planned)
             .map(|(b, parts)| (&b.meta, parts.as_slice()))
             .collect();
-        match self.backend.apply_group(&work).await {
+        let applied = self.backend.apply_group(&work).await;
+        forget.settle(applied.is_ok());
+        match applied {
             Ok(applied) => Ok(planned
                 .iter()
                 .zip(applied)
@@ -352,10 +375,7 @@ impl<B: Backend> Destination for RelationalDestination<B> {
                     Applied::AlreadyApplied | Applied::RolledBack => DeliveryReport::default(),
                 })
                 .collect()),
-            Err(RunError { error, .. }) => {
-                self.cache().clear();
-                Err(error.into_delivery())
-            }
+            Err(RunError { error, .. }) => Err(error.into_delivery()),
         }
     }
 

@@ -51,6 +51,11 @@ macro_rules! engine_suite {
                 conformance::manifest_matches_object(&transport().await).await;
             }
 
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn conformance_group_matches_singles() {
+                conformance::group_matches_singles(&transport().await).await;
+            }
+
             #[tokio::test]
             async fn conformance_check_succeeds_and_leaves_nothing() {
                 let t = $transport(&super::$engine("").await).unwrap();
