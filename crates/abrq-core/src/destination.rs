@@ -44,7 +44,9 @@ pub trait Destination: Send + Sync {
 
     /// Delivers contiguous batches as one unit: all of them durably, each
     /// exactly as [`Destination::deliver`] would (one report per batch,
-    /// a batch delivered before skipped), or none. Called with at most
+    /// a batch delivered before skipped or harmlessly rewritten), or an
+    /// error; batches a failed group wrote are delivered again, one at a
+    /// time, under the same names and keys. Called with at most
     /// [`Destination::group_limit`] batches; an engine that groups must
     /// override it (this default is one batch after the other).
     async fn deliver_group(&self, batches: &[Batch]) -> Result<Vec<DeliveryReport>, DeliveryError> {

@@ -237,3 +237,43 @@ fn listen(addr: SocketAddr) -> TcpListener {
     }
     panic!("cannot listen on {addr} again");
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// An echo server's round trip through the proxy, in order and whole.
+    async fn round_trip(proxy: &Proxy, bytes: &[u8]) -> Duration {
+        let mut c = TcpStream::connect(("127.0.0.1", proxy.port()))
+            .await
+            .unwrap();
+        let started = tokio::time::Instant::now();
+        c.write_all(bytes).await.unwrap();
+        let mut back = vec![0u8; bytes.len()];
+        c.read_exact(&mut back).await.unwrap();
+        assert_eq!(back, bytes);
+        started.elapsed()
+    }
+
+    #[tokio::test]
+    async fn latency_delays_each_request_without_capping_throughput() {
+        let echo = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let target = echo.local_addr().unwrap().to_string();
+        tokio::spawn(async move {
+            while let Ok((mut s, _)) = echo.accept().await {
+                tokio::spawn(async move {
+                    let (mut r, mut w) = s.split();
+                    let _ = tokio::io::copy(&mut r, &mut w).await;
+                });
+            }
+        });
+        let proxy = Proxy::start(target).await;
+        assert!(round_trip(&proxy, b"ping").await < Duration::from_millis(40));
+        proxy.set_latency(Duration::from_millis(40));
+        assert!(round_trip(&proxy, b"ping").await >= Duration::from_millis(40));
+        // 4 MiB in many chunks: one delay for the lot, not one per chunk
+        let big: Vec<u8> = (0..4u32 << 20).map(|i| i as u8).collect();
+        assert!(round_trip(&proxy, &big).await < Duration::from_millis(1_000));
+    }
+}

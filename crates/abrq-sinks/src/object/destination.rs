@@ -1,8 +1,11 @@
 //! [`ObjectDestination`]: the object-writing path as an abrq `Destination`.
 
 use abrq_core::{Batch, CheckReport, DeliveryError, DeliveryReport, Destination};
+use std::sync::Arc;
+
 use async_trait::async_trait;
 use bytes::Bytes;
+use tokio::sync::Semaphore;
 
 use super::encode::encode;
 use super::manifest::Manifest;
@@ -17,6 +20,29 @@ struct Prepared {
     /// The manifest's key and body.
     manifest: Option<(String, Bytes)>,
     report: DeliveryReport,
+}
+
+/// Encodes `batch` into its object (and manifest), ready to store.
+fn prepare(s: &ObjectSettings, batch: &Batch) -> Result<Prepared, DeliveryError> {
+    let key = naming::object_key(&s.prefix, s.date_partitioning, s.format, &batch.meta)?;
+    let enc = encode(s.format, batch)?;
+    let data = Bytes::from(enc.data);
+    let manifest = s.manifest.then(|| {
+        let m = Manifest::new(&key, &data, enc.rows, &batch.meta, s.format);
+        (naming::manifest_key(&key), Bytes::from(m.to_json()))
+    });
+    let report = DeliveryReport {
+        bytes: data.len() as u64,
+        ignored_truncates: enc.ignored_truncates,
+        ignored_schemas: enc.ignored_schemas,
+        ..DeliveryReport::default()
+    };
+    Ok(Prepared {
+        key,
+        data,
+        manifest,
+        report,
+    })
 }
 
 /// Any object or file destination: the shared write path over one engine's
@@ -41,64 +67,6 @@ impl<T: ObjectTransport> ObjectDestination<T> {
 
     pub fn settings(&self) -> &ObjectSettings {
         &self.settings
-    }
-
-    /// Encodes `batch` into its object (and manifest), ready to store.
-    fn prepare(&self, batch: &Batch) -> Result<Prepared, DeliveryError> {
-        let s = &self.settings;
-        let key = self.object_key(batch)?;
-        // Encoding runs on the calling thread: a batch is bounded (4 MiB by
-        // default) and moving it to a blocking thread would mean cloning it.
-        let enc = encode(s.format, batch)?;
-        let data = Bytes::from(enc.data);
-        let manifest = s.manifest.then(|| {
-            let m = Manifest::new(&key, &data, enc.rows, &batch.meta, s.format);
-            (naming::manifest_key(&key), Bytes::from(m.to_json()))
-        });
-        let report = DeliveryReport {
-            bytes: data.len() as u64,
-            ignored_truncates: enc.ignored_truncates,
-            ignored_schemas: enc.ignored_schemas,
-            ..DeliveryReport::default()
-        };
-        Ok(Prepared {
-            key,
-            data,
-            manifest,
-            report,
-        })
-    }
-
-    /// Encodes a group, split over the machine's cores when the runtime
-    /// lets this task block (its other tasks move to another worker).
-    fn prepare_all(&self, batches: &[Batch]) -> Result<Vec<Prepared>, DeliveryError> {
-        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let multi = tokio::runtime::Handle::try_current()
-            .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
-        if batches.len() < 2 || threads < 2 || !multi {
-            return batches.iter().map(|b| self.prepare(b)).collect();
-        }
-        let per = batches.len().div_ceil(threads);
-        tokio::task::block_in_place(|| {
-            std::thread::scope(|scope| {
-                let parts: Vec<_> = batches
-                    .chunks(per)
-                    .map(|chunk| {
-                        scope.spawn(move || {
-                            chunk
-                                .iter()
-                                .map(|b| self.prepare(b))
-                                .collect::<Result<Vec<_>, _>>()
-                        })
-                    })
-                    .collect();
-                let mut out = Vec::with_capacity(batches.len());
-                for part in parts {
-                    out.extend(part.join().expect("encoding does not panic")?);
-                }
-                Ok(out)
-            })
-        })
     }
 
     /// Stores one prepared object. The manifest is a promise that its
@@ -137,7 +105,9 @@ impl<T: ObjectTransport + 'static> Destination for ObjectDestination<T> {
     }
 
     async fn deliver(&self, batch: &Batch) -> Result<DeliveryReport, DeliveryError> {
-        let object = self.prepare(batch)?;
+        // Encoding runs on the calling task: a batch is bounded (4 MiB by
+        // default) and moving it to a blocking thread would mean cloning it.
+        let object = prepare(&self.settings, batch)?;
         self.store(object).await
     }
 
@@ -145,15 +115,32 @@ impl<T: ObjectTransport + 'static> Destination for ObjectDestination<T> {
         self.transport.max_in_flight()
     }
 
-    /// Every batch encoded (on all cores), then every object uploaded at
-    /// once: behind a 20 ms round trip, K uploads cost about one. Objects
-    /// of a group may appear in any order among themselves (each before
-    /// its manifest, as always); the high-water mark moves only when all
-    /// are stored. A failure fails the group and the engine goes again one
-    /// batch at a time, rewriting the same names.
+    /// Every object of the group uploaded at once, each as soon as it is
+    /// encoded, the encoding spread over the machine's cores: behind a 20 ms
+    /// round trip, K uploads cost about one. Objects of a group may appear
+    /// in any order among themselves (each before its manifest, as always);
+    /// the high-water mark moves only when all are stored. A failure fails
+    /// the group and the engine goes again one batch at a time, rewriting
+    /// the same names.
     async fn deliver_group(&self, batches: &[Batch]) -> Result<Vec<DeliveryReport>, DeliveryError> {
-        let objects = self.prepare_all(batches)?;
-        futures::future::try_join_all(objects.into_iter().map(|o| self.store(o))).await
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        // one encoding per core at a time, taken in batch order, so the
+        // first objects are ready (and uploading) while the last encode
+        let cores = Arc::new(Semaphore::new(cores));
+        let each = batches.iter().map(|batch| {
+            let cores = cores.clone();
+            async move {
+                let object = {
+                    let _core = cores.acquire_owned().await.expect("never closed");
+                    let (settings, batch) = (self.settings.clone(), batch.clone());
+                    tokio::task::spawn_blocking(move || prepare(&settings, &batch))
+                        .await
+                        .expect("encoding does not panic")?
+                };
+                self.store(object).await
+            }
+        });
+        futures::future::try_join_all(each).await
     }
 
     /// Writes, reads back and deletes a dot-named probe object, which proves

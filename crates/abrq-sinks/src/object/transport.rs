@@ -17,7 +17,7 @@ pub trait ObjectTransport: Send + Sync {
     /// Objects one attempt may upload at once (see the destination's
     /// `deliver_group`): enough to hide a cloud region's round trip.
     fn max_in_flight(&self) -> usize {
-        8
+        16
     }
 
     /// Stores `data` under `key`, replacing any object already there. The
