@@ -2,7 +2,8 @@
 //! test controls stands between the destination and the server. Cut it
 //! while a batch is on the wire: the attempt fails as transient (retry, not
 //! dead letter). Restore it: the same batch goes in, nothing is lost and
-//! nothing doubled.
+//! nothing doubled. And an attempt dropped mid-batch (the drain's attempt
+//! timeout) hands nothing of its connection to the next attempt.
 
 #[macro_use]
 mod relational_support;
@@ -161,3 +162,49 @@ async fn a_cut_mid_delivery_is_transient_and_loses_nothing(e: Engine) {
     db.drop().await;
 }
 both_engines!(a_cut_mid_delivery_is_transient_and_loses_nothing);
+
+/// The drain's attempt timeout drops a delivery wherever it is: here in the
+/// middle of sending a big batch (a `COPY` under way on PostgreSQL). The
+/// connection it held must never serve the next attempt, which would read
+/// the answers meant for the dropped one: each small batch after a cut-off
+/// goes in whole, and exactly once.
+async fn an_attempt_dropped_mid_batch_leaves_nothing_to_the_next(e: Engine) {
+    let db = Db::new(e, "rel dropped").await;
+    let upstream = {
+        let probe = db.config("t", None, "");
+        let field = |k: &str| {
+            let rest = probe.split(k).nth(1).unwrap();
+            rest.trim_start_matches('"')
+                .split(['"', '\n'])
+                .next()
+                .unwrap()
+                .to_string()
+        };
+        format!("{}:{}", field("host = "), field("port = "))
+    };
+    let proxy = Proxy::start(upstream).await;
+    let d = db.destination_via("t", Some(proxy.port), "");
+    d.deliver(&batch(1, rows(0, 10))).await.unwrap();
+    let mut expected = 10;
+    for round in 0..4u64 {
+        let big = batch(10 + round, rows(1_000_000 * (round + 1), 60_000));
+        let before = proxy.sent.load(Ordering::SeqCst);
+        let half_sent = async {
+            while proxy.sent.load(Ordering::SeqCst) < before + (512 << 10) {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        };
+        tokio::select! {
+            done = d.deliver(&big) => panic!("round {round}: the batch went through first: {done:?}"),
+            () = half_sent => {} // the delivery is dropped here
+        }
+        let small = batch(100 + round, rows(100 * (round + 1), 5));
+        d.deliver(&small)
+            .await
+            .unwrap_or_else(|e| panic!("round {round}: {}", e.describe()));
+        expected += 5;
+        assert_eq!(db.count("t").await, expected, "round {round}");
+    }
+    db.drop().await;
+}
+both_engines!(an_attempt_dropped_mid_batch_leaves_nothing_to_the_next);

@@ -166,13 +166,17 @@ pub async fn apply<S: Statements>(
             run_ddl(s, &mut conn, plan).await?;
         }
     }
-    let mut tx = s
-        .pool()
+    let mut conn = Exclusive::acquire(s).await?;
+    let mut tx = conn
         .begin()
         .await
         .map_err(|e| s.db_error("begin a transaction".into(), e))?;
     if run == Run::Commit && !s.record(&mut tx, meta).await? {
-        return Ok(Applied::AlreadyApplied); // dropping `tx` rolls back
+        tx.rollback()
+            .await
+            .map_err(|e| s.db_error("roll back".into(), e))?;
+        conn.finished();
+        return Ok(Applied::AlreadyApplied);
     }
     for (s, plan) in parts {
         if S::DDL_IN_TRANSACTION {
@@ -187,12 +191,14 @@ pub async fn apply<S: Statements>(
             tx.commit()
                 .await
                 .map_err(|e| s.db_error(format!("commit the batch into {tables}"), e))?;
+            conn.finished();
             Ok(Applied::Committed)
         }
         Run::FindRow => {
             tx.rollback()
                 .await
                 .map_err(|e| s.db_error("roll back".into(), e))?;
+            conn.finished();
             Ok(Applied::RolledBack)
         }
     }
@@ -211,8 +217,8 @@ pub async fn apply_group<S: Statements>(
         return Ok(vec![Applied::Committed; batches.len()]);
     };
     assert!(S::DDL_IN_TRANSACTION, "a group needs transactional DDL");
-    let mut tx = s
-        .pool()
+    let mut conn = Exclusive::acquire(s).await?;
+    let mut tx = conn
         .begin()
         .await
         .map_err(|e| s.db_error("begin a transaction".into(), e))?;
@@ -235,7 +241,51 @@ pub async fn apply_group<S: Statements>(
     tx.commit()
         .await
         .map_err(|e| s.db_error(format!("commit {} batches", batches.len()), e))?;
+    conn.finished();
     Ok(applied)
+}
+
+/// The connection a batch's transaction runs on, closed instead of going
+/// back to the pool unless the transaction ended cleanly. An attempt cut
+/// off at its timeout (or failed) may leave it mid-protocol, a `COPY`
+/// never ended above all, and the driver would hand its next user the
+/// answers meant for this one: a ledger insert reading "0 rows" would
+/// skip a batch that was never applied.
+struct Exclusive<DB: sqlx::Database> {
+    conn: sqlx::pool::PoolConnection<DB>,
+    clean: bool,
+}
+
+impl<DB: sqlx::Database> Exclusive<DB> {
+    async fn acquire<S: Statements<Db = DB>>(s: &S) -> Result<Self, DbError> {
+        let conn = s
+            .pool()
+            .acquire()
+            .await
+            .map_err(|e| s.db_error("connect".into(), e))?;
+        Ok(Exclusive { conn, clean: false })
+    }
+
+    fn begin(
+        &mut self,
+    ) -> futures::future::BoxFuture<'_, Result<sqlx::Transaction<'_, DB>, sqlx::Error>> {
+        use sqlx::Connection;
+        self.conn.begin()
+    }
+
+    /// The transaction committed or rolled back: the connection may be
+    /// used again.
+    fn finished(&mut self) {
+        self.clean = true;
+    }
+}
+
+impl<DB: sqlx::Database> Drop for Exclusive<DB> {
+    fn drop(&mut self) {
+        if !self.clean {
+            self.conn.close_on_drop();
+        }
+    }
 }
 
 /// One table's truncates, writes and deletes, in batch order.
