@@ -135,7 +135,7 @@ async fn denied_and_server_errors_are_transient() {
 
 #[tokio::test]
 async fn connection_refused_is_transient() {
-    let url = refused_url().await;
+    let (url, _held) = refused_url().await;
     assert!(put_err(s3_at(&url)).await.is_transient());
     assert!(put_err(azure_at(&url)).await.is_transient());
     assert!(put_err(gcs_at(&url)).await.is_transient());

@@ -92,10 +92,13 @@ async fn answer(mut sock: TcpStream, response: &[u8]) -> std::io::Result<()> {
     sock.shutdown().await
 }
 
-/// A loopback address nothing listens on.
-pub async fn refused_url() -> String {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    drop(listener);
-    url
+/// A loopback URL that refuses connections, and the socket that keeps it
+/// so: bound, never listening, so no other test's listener can take the
+/// port while this one uses it (a port merely freed can be handed out to
+/// the next `bind` at once, and then it answers).
+pub async fn refused_url() -> (String, tokio::net::TcpSocket) {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let url = format!("http://{}", socket.local_addr().unwrap());
+    (url, socket)
 }
