@@ -105,10 +105,10 @@ impl KafkaDestination {
     async fn partition_counts(
         &self,
         producer: &KafkaProducer,
-        records: &[&Encoded],
+        records: impl Iterator<Item = &Encoded>,
     ) -> Result<HashMap<Arc<str>, i32>, DeliveryError> {
         let mut out = HashMap::new();
-        for m in records.iter().filter(|m| m.key.is_none()) {
+        for m in records.filter(|m| m.key.is_none()) {
             if !out.contains_key(&m.topic) {
                 let n = self.partition_count(producer, &m.topic).await?;
                 out.insert(m.topic.clone(), n);
@@ -316,8 +316,8 @@ impl KafkaDestination {
             return Ok(reports);
         }
         let producer = self.producer()?;
-        let all: Vec<&Encoded> = work.iter().flat_map(|(_, r)| r).collect();
-        let partitions = self.partition_counts(&producer, &all).await?;
+        let all = work.iter().flat_map(|(_, records)| records);
+        let partitions = self.partition_counts(&producer, all).await?;
         // Aborted when dropped: on every way out of this attempt, the engine
         // cutting it off at its timeout included.
         let watchdog = self.purge_if_refused(&producer);

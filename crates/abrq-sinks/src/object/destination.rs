@@ -22,9 +22,14 @@ struct Prepared {
     report: DeliveryReport,
 }
 
+/// The key `batch` is stored under with settings `s`.
+fn key_of(s: &ObjectSettings, batch: &Batch) -> Result<String, DeliveryError> {
+    naming::object_key(&s.prefix, s.date_partitioning, s.format, &batch.meta)
+}
+
 /// Encodes `batch` into its object (and manifest), ready to store.
 fn prepare(s: &ObjectSettings, batch: &Batch) -> Result<Prepared, DeliveryError> {
-    let key = naming::object_key(&s.prefix, s.date_partitioning, s.format, &batch.meta)?;
+    let key = key_of(s, batch)?;
     let enc = encode(s.format, batch)?;
     let data = Bytes::from(enc.data);
     let manifest = s.manifest.then(|| {
@@ -93,8 +98,7 @@ impl<T: ObjectTransport> ObjectDestination<T> {
 
     /// The key `batch` is (or will be) stored under.
     pub fn object_key(&self, batch: &Batch) -> Result<String, DeliveryError> {
-        let s = &self.settings;
-        naming::object_key(&s.prefix, s.date_partitioning, s.format, &batch.meta)
+        key_of(&self.settings, batch)
     }
 }
 
