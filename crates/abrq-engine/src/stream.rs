@@ -88,6 +88,12 @@ impl StreamShared {
             .find(|d| d.labels.destination == name)
     }
 
+    /// Bytes the spool takes before it is full.
+    pub fn spool_room(&self) -> u64 {
+        self.max_spool_bytes
+            .saturating_sub(self.spool_bytes.load(Ordering::Relaxed))
+    }
+
     fn spool_full(&self) -> bool {
         self.spool_bytes.load(Ordering::Relaxed) >= self.max_spool_bytes
     }

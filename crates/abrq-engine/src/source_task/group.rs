@@ -14,7 +14,9 @@ use super::{Reader, SourceTaskError, PROGRESS_EVERY};
 use crate::stream::{StageError, StreamShared};
 
 /// Batches held for the next commit while one is in flight: enough to
-/// cover an fsync at full read speed, few enough to bound memory.
+/// cover an fsync at full read speed, few enough to bound memory. A group
+/// also ends where it would fill the spool's room, so the spool overshoots
+/// `max_bytes` by at most one batch, as without grouping.
 const GROUP_BATCHES: usize = 8;
 
 type Staging = JoinHandle<Result<Option<String>, StageError>>;
@@ -22,8 +24,10 @@ type Staging = JoinHandle<Result<Option<String>, StageError>>;
 pub(super) struct Group {
     stream: Arc<StreamShared>,
     ready: Vec<NewBatch>,
+    ready_bytes: u64,
     ready_cursor: Option<String>,
     in_flight: Option<Staging>,
+    in_flight_bytes: u64,
     /// The last cursor a commit stored.
     pub last_staged: Option<String>,
 }
@@ -33,8 +37,10 @@ impl Group {
         Group {
             stream,
             ready: Vec::new(),
+            ready_bytes: 0,
             ready_cursor: None,
             in_flight: None,
+            in_flight_bytes: 0,
             last_staged: None,
         }
     }
@@ -47,12 +53,14 @@ impl Group {
         cursor: Option<String>,
         source: &mut R,
     ) -> Result<(), SourceTaskError> {
+        self.ready_bytes += batch.bytes;
         self.ready.push(batch);
         if cursor.is_some() {
             self.ready_cursor = cursor;
         }
         self.settle_if_done(source).await?;
-        if self.in_flight.is_some() && self.ready.len() >= GROUP_BATCHES {
+        let fills_room = self.ready_bytes + self.in_flight_bytes >= self.stream.spool_room();
+        if self.in_flight.is_some() && (self.ready.len() >= GROUP_BATCHES || fills_room) {
             self.wait(source).await?;
         }
         if self.in_flight.is_none() {
@@ -85,6 +93,7 @@ impl Group {
 
     fn start(&mut self) {
         let batches = std::mem::take(&mut self.ready);
+        self.in_flight_bytes = std::mem::take(&mut self.ready_bytes);
         let cursor = self.ready_cursor.take();
         let stream = self.stream.clone();
         self.in_flight = Some(tokio::spawn(async move {
@@ -120,6 +129,7 @@ impl Group {
             }
         };
         self.in_flight = None;
+        self.in_flight_bytes = 0;
         if let Some(c) = staged?? {
             source.staged(&c);
             self.last_staged = Some(c);
