@@ -138,7 +138,7 @@ async fn raw_loop(settings: &KafkaSettings, batches: &[Batch]) -> anyhow::Result
     Ok(start.elapsed().as_secs_f64())
 }
 
-async fn create_topic(brokers: &str, topic: &str) -> anyhow::Result<()> {
+pub(crate) async fn create_topic(brokers: &str, topic: &str) -> anyhow::Result<()> {
     let admin: AdminClient<DefaultClientContext> = abrq_sinks::kafka::rdkafka::ClientConfig::new()
         .set("bootstrap.servers", brokers)
         .create()?;

@@ -4,10 +4,12 @@
 //! endpoints, temp-file handling or raw SQLite client the raw loops need.
 
 mod cdc;
+mod fanout;
 mod file_local;
 mod file_postgres;
 mod ftp;
 mod kafka;
+mod latency;
 mod memory;
 mod mysql_cdc;
 mod objects;
@@ -107,6 +109,12 @@ enum BenchCmd {
     /// An NDJSON file into PostgreSQL end to end (spool included, durable
     /// at both ends) against `psql \copy` of the same rows as CSV.
     FilePostgres(file_postgres::FilePostgresArgs),
+    /// One file to local, postgres, kafka and s3 at once against each of
+    /// them alone.
+    Fanout(fanout::FanoutArgs),
+    /// Staged-to-delivered latency at a steady ingest rate to a local
+    /// destination, from the engine's histogram.
+    Latency(latency::LatencyArgs),
     /// Resident memory while a paused destination's backlog grows.
     Memory {
         #[arg(long, default_value_t = 1_000_000)]
@@ -119,6 +127,8 @@ async fn run(cmd: BenchCmd) -> anyhow::Result<()> {
         BenchCmd::Staging { records, rounds } => staging::run(records, rounds).await,
         BenchCmd::FileLocal { records, rounds } => file_local::run(records, rounds).await,
         BenchCmd::FilePostgres(args) => file_postgres::run(args).await,
+        BenchCmd::Fanout(args) => fanout::run(args).await,
+        BenchCmd::Latency(args) => latency::run(args).await,
         BenchCmd::Ftp(args) => ftp::run(args).await,
         BenchCmd::Kafka(args) => kafka::run(args).await,
         BenchCmd::Memory { records } => memory::run(records).await,
