@@ -33,6 +33,9 @@ pub struct FanoutArgs {
         default_value = "127.0.0.1:9092"
     )]
     brokers: String,
+    /// Runs only this route alone (for a profile), no fan-out.
+    #[arg(long)]
+    only: Option<String>,
 }
 
 const ROUTES: [&str; 4] = ["local", "postgres", "kafka", "s3"];
@@ -66,6 +69,10 @@ pub async fn run(a: FanoutArgs) -> anyhow::Result<()> {
     let mut busies: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
     let mut runs: Vec<Vec<&str>> = ROUTES.iter().map(|r| vec![*r]).collect();
     runs.push(ROUTES.to_vec());
+    if let Some(only) = &a.only {
+        runs.retain(|r| r.len() == 1 && r[0] == only);
+        anyhow::ensure!(!runs.is_empty(), "--only: one of {ROUTES:?}");
+    }
     for round in 0..a.rounds {
         // rotate, so no route always runs on the freshest server state
         runs.rotate_left(1);
@@ -92,6 +99,9 @@ pub async fn run(a: FanoutArgs) -> anyhow::Result<()> {
             rates.entry(label).or_default().push(rate);
             busies.entry(label).or_default().push(busy);
         }
+    }
+    if a.only.is_some() {
+        return Ok(());
     }
     let median = |k: &str| super::median(rates.get(k).cloned().unwrap_or_default());
     let busy = |k: &str| super::median(busies.get(k).cloned().unwrap_or_default()) * 100.0;
