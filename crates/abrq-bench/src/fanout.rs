@@ -10,6 +10,12 @@
 use std::collections::BTreeMap;
 use std::io::{BufRead, Write};
 use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use abrq_core::config::Config;
+use abrq_engine::{Engine, Metrics};
+use abrq_state::{SqliteStore, StateStore};
 
 use abrq_sinks::relational::sqlx::{self, postgres::PgPool};
 use abrq_testkit::{names, S3};
@@ -40,6 +46,9 @@ pub struct FanoutArgs {
 
 const ROUTES: [&str; 4] = ["local", "postgres", "kafka", "s3"];
 const ALL: &str = "all four";
+/// The source alone: read, parse and stage while the destination is
+/// paused. No route can run faster than this.
+const SPOOL: &str = "spool";
 
 /// A destination's config section and what to check once it drained.
 struct Section {
@@ -69,15 +78,29 @@ pub async fn run(a: FanoutArgs) -> anyhow::Result<()> {
     let mut busies: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
     let mut runs: Vec<Vec<&str>> = ROUTES.iter().map(|r| vec![*r]).collect();
     runs.push(ROUTES.to_vec());
+    runs.push(vec![SPOOL]);
     if let Some(only) = &a.only {
         runs.retain(|r| r.len() == 1 && r[0] == only);
-        anyhow::ensure!(!runs.is_empty(), "--only: one of {ROUTES:?}");
+        anyhow::ensure!(!runs.is_empty(), "--only: one of {ROUTES:?} or {SPOOL}");
     }
     for round in 0..a.rounds {
         // rotate, so no route always runs on the freshest server state
         runs.rotate_left(1);
         for (n, routes) in runs.iter().enumerate() {
             let work = tempfile::tempdir()?;
+            if routes == &[SPOOL] {
+                let before = cpu_ticks()?;
+                let secs = spool_only(&input, work.path(), a.records).await?;
+                let busy = busy_share(before, cpu_ticks()?);
+                let rate = a.records as f64 / secs;
+                println!(
+                    "round {round}: spool only {rate:.0} rows/s, machine {:.0}% busy",
+                    busy * 100.0
+                );
+                rates.entry(SPOOL).or_default().push(rate);
+                busies.entry(SPOOL).or_default().push(busy);
+                continue;
+            }
             let mut sections = Vec::new();
             for route in routes {
                 let tag = format!("{}_{round}_{n}", std::process::id());
@@ -125,6 +148,11 @@ pub async fn run(a: FanoutArgs) -> anyhow::Result<()> {
         busy(ALL)
     );
     println!(
+        "| the source alone into the spool (destination paused) | {:.0} | {:.0} % |",
+        median(SPOOL),
+        busy(SPOOL)
+    );
+    println!(
         "| **ratio** to the slowest alone ({}) | **{:.2}** |",
         slowest.0,
         together / slowest.1
@@ -152,6 +180,40 @@ path = "{input}"
         text.push_str(&s.toml);
     }
     text
+}
+
+/// Seconds until the source alone staged every record, its one
+/// destination paused before the engine starts (as an operator would).
+async fn spool_only(input: &Path, work: &Path, records: u64) -> anyhow::Result<f64> {
+    let local = Section {
+        toml: format!(
+            "name = \"local\"\nengine = \"local\"\ndatabase = \"{}\"\n",
+            work.join("out").display()
+        ),
+        check: Check::Drained,
+    };
+    let config = Config::parse(&config(input, work, &[local]), "bench")?;
+    let store = Arc::new(SqliteStore::open(&work.join("data/state.db"))?);
+    store.register_stream("bench").await?;
+    store
+        .register_destination("bench", "local", "local", true)
+        .await?;
+    store.set_paused("bench", "local", true).await?;
+    let metrics = Arc::new(Metrics::new());
+    let start = Instant::now();
+    let engine =
+        Engine::start(&config, store, metrics.clone(), &super::destination_factory).await?;
+    let staged = || metrics.records_staged.with_label_values(&["bench"]).get();
+    while staged() < records {
+        anyhow::ensure!(
+            start.elapsed() < Duration::from_secs(600),
+            "the source stalled"
+        );
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let secs = start.elapsed().as_secs_f64();
+    engine.shutdown().await;
+    Ok(secs)
 }
 
 /// A fresh place for `route` to write: a directory, a schema, a topic of

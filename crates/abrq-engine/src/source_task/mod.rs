@@ -202,6 +202,19 @@ impl Pace {
     }
 }
 
+/// A batch for the spool: parsed items encoded, kept lines as they are
+/// (they are the spool's record lines already; see `Chunk::kept`).
+fn encode(batch: Chunk) -> Result<NewBatch, serde_json::Error> {
+    let mut encoded = NewBatch::from_items(&batch.items, batch.bytes)?;
+    encoded.records += batch.kept.iter().filter(|&&b| b == b'\n').count() as u64;
+    if encoded.payload.is_empty() {
+        encoded.payload = batch.kept;
+    } else {
+        encoded.payload.extend_from_slice(&batch.kept);
+    }
+    Ok(encoded)
+}
+
 async fn pump<R: Reader>(
     stream: Arc<StreamShared>,
     mut source: R,
@@ -245,6 +258,11 @@ async fn pump<R: Reader>(
             first_at = Some(Instant::now());
         }
         pending.items.extend(chunk.items);
+        if pending.kept.is_empty() {
+            pending.kept = chunk.kept;
+        } else {
+            pending.kept.extend_from_slice(&chunk.kept);
+        }
         pending.records += chunk.records;
         pending.bytes += chunk.bytes;
         if chunk.cursor.is_some() {
@@ -256,8 +274,8 @@ async fn pump<R: Reader>(
         if flush {
             let batch = std::mem::take(&mut pending);
             first_at = None;
-            let encoded = NewBatch::from_items(&batch.items, batch.bytes)?;
-            group.push(encoded, batch.cursor, &mut source).await?;
+            let cursor = batch.cursor.clone();
+            group.push(encode(batch)?, cursor, &mut source).await?;
         } else if at_end && pending.is_empty() && pending.cursor.is_some() {
             // the source moved without a record (a transaction's commit
             // read after its changes were staged): keep the move, so a
@@ -286,5 +304,38 @@ async fn pump<R: Reader>(
                 _ = tokio::time::sleep(nap) => {}
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use abrq_core::{Item, Op};
+
+    /// A source's kept lines are the spool's record lines: staged as they
+    /// are, they read back as the records they were.
+    #[test]
+    fn kept_lines_read_back_from_the_spool() {
+        let chunk = Chunk {
+            kept: b"I{\"a\": 1}\nD{\"id\":2}\n".to_vec(),
+            records: 2,
+            bytes: 18,
+            ..Chunk::default()
+        };
+        let batch = encode(chunk).unwrap();
+        assert_eq!((batch.records, batch.bytes), (2, 18));
+        let items = abrq_state::payload::decode_lines(&batch.payload).unwrap();
+        let ops: Vec<(Op, String)> = items
+            .iter()
+            .filter_map(Item::as_record)
+            .map(|r| (r.op, serde_json::to_string(&r.fields).unwrap()))
+            .collect();
+        assert_eq!(
+            ops,
+            vec![
+                (Op::Insert, "{\"a\":1}".to_string()),
+                (Op::Delete, "{\"id\":2}".to_string())
+            ]
+        );
     }
 }

@@ -6,6 +6,7 @@
 mod config;
 mod csv_rows;
 mod cursor;
+mod ndjson;
 
 pub use config::{FileFormat, FileOptions, DEFAULT_NULL_VALUES};
 pub use cursor::FileCursor;
@@ -15,11 +16,8 @@ use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
 use abrq_core::config::SourceConfig;
-use abrq_core::Item;
-use serde_json::Value;
 
 use crate::chunk::{Chunk, Limits};
-use crate::ingest::record_from_object;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SourceError {
@@ -192,8 +190,7 @@ impl FileSource {
             let body = trim_eol(&line);
             let line_no = self.cursor.lines + 1;
             if !body.iter().all(u8::is_ascii_whitespace) {
-                let item = parse_line(body).map_err(|m| self.bad(line_no, m))?;
-                chunk.items.push(item);
+                ndjson::keep_line(body, &mut chunk.kept).map_err(|m| self.bad(line_no, m))?;
                 chunk.records += 1;
                 chunk.bytes += body.len() as u64;
             }
@@ -225,14 +222,6 @@ impl FileSource {
 fn trim_eol(line: &[u8]) -> &[u8] {
     let line = line.strip_suffix(b"\n").unwrap_or(line);
     line.strip_suffix(b"\r").unwrap_or(line)
-}
-
-fn parse_line(body: &[u8]) -> Result<Item, String> {
-    match serde_json::from_slice::<Value>(body) {
-        Ok(Value::Object(m)) => record_from_object(m).map(Item::Record),
-        Ok(_) => Err("expected a JSON object".into()),
-        Err(e) => Err(format!("invalid JSON: {e}")),
-    }
 }
 
 /// The offset just past the last newline in [from, len), or `from` if none.
