@@ -130,7 +130,9 @@ impl Group {
         };
         self.in_flight = None;
         self.in_flight_bytes = 0;
-        if let Some(c) = staged?? {
+        let staged = staged??;
+        self.stream.source_health.progressed();
+        if let Some(c) = staged {
             source.staged(&c);
             self.last_staged = Some(c);
         }

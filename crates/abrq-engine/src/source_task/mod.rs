@@ -252,7 +252,6 @@ async fn pump<R: Reader>(
         if let Some(p) = source.progress() {
             stream.set_source_progress(p);
         }
-        stream.source_health.progressed();
         let at_end = chunk.at_end;
         if !chunk.is_empty() && first_at.is_none() {
             first_at = Some(Instant::now());
@@ -288,6 +287,10 @@ async fn pump<R: Reader>(
         if at_end {
             // the source is quiet: what it gave is staged before the nap
             group.flush(&mut source).await?;
+            // Reading is not progress on its own: a source that reads but
+            // cannot stage (a locked state store) stays failing until a
+            // commit lands (`Group::wait`) or it has nothing left to stage.
+            stream.source_health.progressed();
         }
         if at_end {
             if !follow && pending.is_empty() {
