@@ -161,20 +161,7 @@ pub async fn run(a: FanoutArgs) -> anyhow::Result<()> {
 }
 
 fn config(input: &Path, work: &Path, sections: &[Section]) -> String {
-    let mut text = format!(
-        r#"
-data_dir = "{data}"
-[server]
-listen = "127.0.0.1:0"
-[[streams]]
-name = "bench"
-[streams.source]
-engine = "file"
-path = "{input}"
-"#,
-        data = work.join("data").display(),
-        input = input.display(),
-    );
+    let mut text = super::file_stream_config(work, input);
     for s in sections {
         text.push_str("[[streams.destinations]]\n");
         text.push_str(&s.toml);

@@ -96,25 +96,16 @@ fn raw_loop(input: &Path, out: &Path) -> anyhow::Result<(f64, f64)> {
 }
 
 async fn abrq_run(input: &Path, work: &Path) -> anyhow::Result<f64> {
-    let text = format!(
-        r#"
-data_dir = "{data}"
-[server]
-listen = "127.0.0.1:0"
-[[streams]]
-name = "bench"
-[streams.source]
-engine = "file"
-path = "{input}"
+    let text = super::file_stream_config(work, input)
+        + &format!(
+            r#"
 [[streams.destinations]]
 name = "lake"
 engine = "local"
 database = "{out}"
 format = "jsonl.gz"
 "#,
-        data = work.join("data").display(),
-        input = input.display(),
-        out = work.join("out").display(),
-    );
+            out = work.join("out").display(),
+        );
     super::run_until_drained(&text, work).await
 }

@@ -121,16 +121,9 @@ async fn abrq_run(
     schema: &str,
 ) -> anyhow::Result<f64> {
     let u = reqwest::Url::parse(&a.postgres_url)?;
-    let text = format!(
-        r#"
-data_dir = "{data}"
-[server]
-listen = "127.0.0.1:0"
-[[streams]]
-name = "bench"
-[streams.source]
-engine = "file"
-path = "{input}"
+    let text = super::file_stream_config(work, input)
+        + &format!(
+            r#"
 [streams.batch]
 max_records = {batch}
 [[streams.destinations]]
@@ -143,13 +136,11 @@ username = "{user}"
 schema = "{schema}"
 table = "events"
 "#,
-        data = work.join("data").display(),
-        input = input.display(),
-        batch = a.batch,
-        host = u.host_str().unwrap_or("127.0.0.1"),
-        port = u.port().unwrap_or(5432),
-        database = u.path().trim_start_matches('/'),
-        user = u.username(),
-    );
+            batch = a.batch,
+            host = u.host_str().unwrap_or("127.0.0.1"),
+            port = u.port().unwrap_or(5432),
+            database = u.path().trim_start_matches('/'),
+            user = u.username(),
+        );
     super::run_until_drained(&text, work).await
 }

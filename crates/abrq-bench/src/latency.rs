@@ -32,25 +32,13 @@ const METRIC: &str = "abrq_stream_fanout_delivery_latency_seconds";
 
 pub async fn run(a: LatencyArgs) -> anyhow::Result<()> {
     let work = tempfile::tempdir()?;
-    let text = format!(
-        r#"
-data_dir = "{data}"
-[server]
-listen = "127.0.0.1:0"
-[[streams]]
-name = "bench"
-[streams.source]
-engine = "http"
-[[streams.destinations]]
-name = "lake"
-engine = "local"
-database = "{out}"
-format = "{format}"
-"#,
-        data = work.path().join("data").display(),
-        out = work.path().join("out").display(),
-        format = a.format,
-    );
+    let text = super::stream_config(work.path(), "engine = \"http\"")
+        + &format!(
+            "[[streams.destinations]]\nname = \"lake\"\nengine = \"local\"\n\
+             database = \"{}\"\nformat = \"{}\"\n",
+            work.path().join("out").display(),
+            a.format,
+        );
     let config = abrq_core::config::Config::parse(&text, "bench")?;
     let store = Arc::new(abrq_state::SqliteStore::open(
         &work.path().join("data/state.db"),

@@ -246,6 +246,23 @@ pub fn json_lines_mb(batches: &[abrq_core::Batch]) -> f64 {
     bytes as f64 / 1e6
 }
 
+/// The config of one stream named `bench` with its state under `work` and
+/// `source` (the keys of `[streams.source]`); sections for the stream's
+/// batch and destinations follow.
+pub fn stream_config(work: &std::path::Path, source: &str) -> String {
+    format!(
+        "data_dir = \"{}\"\n[server]\nlisten = \"127.0.0.1:0\"\n\
+         [[streams]]\nname = \"bench\"\n[streams.source]\n{source}\n",
+        work.join("data").display()
+    )
+}
+
+/// [`stream_config`] for a stream that reads the NDJSON file `input`.
+pub fn file_stream_config(work: &std::path::Path, input: &std::path::Path) -> String {
+    let source = format!("engine = \"file\"\npath = \"{}\"", input.display());
+    stream_config(work, &source)
+}
+
 /// Seconds for the engine in process, with the config `text` (its
 /// `data_dir` under `work`), from start until every destination drained.
 pub async fn run_until_drained(text: &str, work: &std::path::Path) -> anyhow::Result<f64> {

@@ -95,7 +95,7 @@ impl StreamShared {
     }
 
     fn spool_full(&self) -> bool {
-        self.spool_bytes.load(Ordering::Relaxed) >= self.max_spool_bytes
+        self.spool_room() == 0
     }
 
     /// Stages as the source: waits (backpressure) while the spool is full.

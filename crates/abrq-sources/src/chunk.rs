@@ -1,6 +1,7 @@
 //! The unit a source hands to the engine.
 
-use abrq_core::{Item, Op, Record};
+use abrq_core::Item;
+use abrq_state::payload;
 
 /// How much one chunk may hold: a batch's limits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -13,8 +14,8 @@ pub struct Limits {
 ///
 /// A source gives its records either as parsed `items` or, when they were
 /// JSON objects already (NDJSON files), as `kept`: the lines as they were
-/// read, checked, each prefixed by its op tag (`I`, `U` or `D`) and ended
-/// by a newline, the spool's own line form, so the engine stages them
+/// read, checked, in the spool's own line form (`abrq_state::payload`: op
+/// tag, the object, newline), so the engine stages them
 /// without parsing them into maps and encoding them again. One source uses
 /// one of the two, so their order never needs to be merged.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -36,21 +37,23 @@ impl Chunk {
 
     /// The records in `kept`, parsed (for tests and tools; the engine
     /// stages `kept` as it is).
-    pub fn kept_items(&self) -> Result<Vec<Item>, serde_json::Error> {
-        let mut out = Vec::new();
-        for line in self.kept.split(|&b| b == b'\n') {
-            let Some((&tag, json)) = line.split_first() else {
-                continue;
-            };
-            let op = match tag {
-                b'U' => Op::Update,
-                b'D' => Op::Delete,
-                _ => Op::Insert,
-            };
-            let fields = serde_json::from_slice(json)?;
-            out.push(Item::Record(Record { op, fields }));
+    pub fn kept_items(&self) -> Result<Vec<Item>, payload::LineError> {
+        payload::decode_lines(&self.kept)
+    }
+
+    /// Takes `next`'s records after these, with its cursor when it has one.
+    pub fn append(&mut self, next: Chunk) {
+        self.items.extend(next.items);
+        if self.kept.is_empty() {
+            self.kept = next.kept;
+        } else {
+            self.kept.extend_from_slice(&next.kept);
         }
-        Ok(out)
+        self.records += next.records;
+        self.bytes += next.bytes;
+        if next.cursor.is_some() {
+            self.cursor = next.cursor;
+        }
     }
 
     pub fn is_full(&self, limits: Limits) -> bool {

@@ -68,7 +68,8 @@ pub fn encoded_len(item: &Item) -> Result<u64, serde_json::Error> {
     Ok(counter.0)
 }
 
-fn op_tag(op: Op) -> u8 {
+/// The tag that opens a record's line.
+pub fn op_tag(op: Op) -> u8 {
     match op {
         Op::Insert => b'I',
         Op::Update => b'U',

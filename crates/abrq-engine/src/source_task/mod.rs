@@ -256,17 +256,7 @@ async fn pump<R: Reader>(
         if !chunk.is_empty() && first_at.is_none() {
             first_at = Some(Instant::now());
         }
-        pending.items.extend(chunk.items);
-        if pending.kept.is_empty() {
-            pending.kept = chunk.kept;
-        } else {
-            pending.kept.extend_from_slice(&chunk.kept);
-        }
-        pending.records += chunk.records;
-        pending.bytes += chunk.bytes;
-        if chunk.cursor.is_some() {
-            pending.cursor = chunk.cursor;
-        }
+        pending.append(chunk);
         let waited_out = first_at.is_some_and(|t| t.elapsed() >= max_wait);
         let flush =
             !pending.is_empty() && (pending.is_full(limits) || waited_out || (at_end && !follow));

@@ -9,8 +9,10 @@ use std::fmt;
 
 use serde::de::{Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
-use crate::ingest::record_from_object;
 use abrq_core::Op;
+use abrq_state::payload;
+
+use crate::ingest::record_from_object;
 
 /// Checks `body` (one line, end of line trimmed) and appends it to `out`
 /// as a kept line: op tag, the object, newline.
@@ -23,29 +25,19 @@ pub(super) fn keep_line(body: &[u8], out: &mut Vec<u8>) -> Result<(), String> {
         .map_err(|e| format!("invalid JSON: {e}"))?;
     match shape {
         Shape::Object { names_op: false } => {
-            out.push(tag(Op::Insert));
+            out.push(payload::op_tag(Op::Insert));
             out.extend_from_slice(body);
+            out.push(b'\n');
         }
         Shape::Object { names_op: true } => {
             let fields = serde_json::from_str(text).map_err(|e| format!("invalid JSON: {e}"))?;
             let record = record_from_object(fields)?;
-            out.push(tag(record.op));
-            serde_json::to_writer(&mut *out, &record.fields)
+            payload::encode_record(out, record.op, &record.fields)
                 .map_err(|e| format!("cannot encode the record: {e}"))?;
         }
         Shape::Other => return Err("expected a JSON object".into()),
     }
-    out.push(b'\n');
     Ok(())
-}
-
-/// The spool's tag of a record line (see `Chunk::kept`).
-fn tag(op: Op) -> u8 {
-    match op {
-        Op::Insert => b'I',
-        Op::Update => b'U',
-        Op::Delete => b'D',
-    }
 }
 
 enum Shape {
