@@ -6,7 +6,7 @@
 # binaries) and a MariaDB server of its own with a row binlog (mysqlcdc).
 # The machine's PostgreSQL and MariaDB are only checked, never
 # reconfigured. `up` also unpacks the public data sets the real-data tests
-# load.
+# load, and installs Chromium, chromedriver and promtool from Debian.
 #
 # usage: scripts/services.sh up|down|env|status [service...]
 #   services: s3 azure gcs ftp ftps kafka pgcdc mysqlcdc postgres mysql (default: all)
@@ -256,6 +256,23 @@ pgcdc_setup() {
 		"$bin/psql" -h 127.0.0.1 -p "$PGCDC_PORT" -U postgres -d postgres -qc "CREATE DATABASE test" >/dev/null
 }
 
+# Debian packages the tests run as tools, not services: Chromium and its
+# WebDriver for the console's browser tests, promtool (package prometheus)
+# for the alert rules and the /metrics scrape.
+DEBIAN_TOOLS=(chromium chromium-driver prometheus)
+debian_tools_ready() { command -v chromium && command -v chromedriver && command -v promtool; } >/dev/null
+
+install_debian_tools() {
+	local apt=(apt-get)
+	if ((EUID != 0)); then
+		command -v sudo >/dev/null || die "need root (or sudo) to install ${DEBIAN_TOOLS[*]}; on debian: apt-get install -y ${DEBIAN_TOOLS[*]}"
+		apt=(sudo apt-get)
+	fi
+	export DEBIAN_FRONTEND=noninteractive
+	"${apt[@]}" install -y --no-install-recommends "${DEBIAN_TOOLS[@]}" ||
+		{ "${apt[@]}" update && "${apt[@]}" install -y --no-install-recommends "${DEBIAN_TOOLS[@]}"; }
+}
+
 # installs what the chosen services need, the parts in parallel
 install_for() {
 	local need_py=0 need_npm=0 need_tansu=0 svc
@@ -292,6 +309,10 @@ install_for() {
 	((failed == 0)) || die "install failed"
 	((${#pids[@]} == 0)) || say "first install took $((SECONDS - start))s"
 	# after the venv is made, never beside it
+	if ! debian_tools_ready; then
+		say "installing ${DEBIAN_TOOLS[*]} (debian)"
+		timed_install "debian tools" install_debian_tools
+	fi
 	if ! datasets_ready; then
 		say "installing data sets ($DATASETS_SPEC) into $DATASETS"
 		timed_install "data sets" install_datasets

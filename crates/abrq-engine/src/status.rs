@@ -86,7 +86,15 @@ pub struct DestinationStatus {
     pub enabled: bool,
     pub paused: bool,
     pub high_water_mark: u64,
+    /// Batches staged after the high-water mark (the spool's last seq
+    /// minus the mark).
     pub backlog: u64,
+    /// Records and bytes of the spooled batches after the mark.
+    pub backlog_records: u64,
+    pub backlog_bytes: u64,
+    /// How long the oldest batch it has not passed has been staged: how
+    /// far behind it is, in time (0 with no backlog).
+    pub lag_seconds: f64,
     pub breaker: BreakerState,
     pub pending_dead_letters: u64,
     pub last_error: Option<String>,
@@ -137,11 +145,18 @@ impl Engine {
             let state = destination_state(&row, task_failure.is_some());
             // The durable mark, the one the gauges and `drained()` read too.
             let hwm = live.map_or(row.high_water_mark, |d| d.mark.durable());
+            let behind = s.store.backlog(&s.name, hwm).await?;
+            let lag_seconds = behind.oldest_staged_at.map_or(0.0, |t| {
+                (chrono::Utc::now() - t).num_milliseconds().max(0) as f64 / 1000.0
+            });
             destinations.push(DestinationStatus {
                 state,
                 task_failure,
                 restarts,
                 backlog: spool.last_seq.saturating_sub(hwm),
+                backlog_records: behind.records,
+                backlog_bytes: behind.bytes,
+                lag_seconds,
                 skipped_batches: skipped_ranges.iter().map(SkippedRange::batches).sum(),
                 skipped_ranges,
                 pending_dead_letters: pending,

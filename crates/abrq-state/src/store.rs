@@ -81,6 +81,9 @@ pub trait StateStore: Send + Sync + 'static {
 
     async fn spool_stats(&self, stream: &str) -> StoreResult<SpoolStats>;
 
+    /// The spooled batches with seq > `after`: a destination's backlog.
+    async fn backlog(&self, stream: &str, after: u64) -> StoreResult<Backlog>;
+
     async fn destination(&self, stream: &str, destination: &str) -> StoreResult<DestinationRow>;
 
     async fn destinations(&self, stream: &str) -> StoreResult<Vec<DestinationRow>>;

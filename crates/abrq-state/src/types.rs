@@ -75,6 +75,17 @@ pub struct SpoolStats {
     pub last_seq: u64,
 }
 
+/// The spooled batches after one destination's high-water mark.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Backlog {
+    pub batches: u64,
+    pub records: u64,
+    pub bytes: u64,
+    /// When the oldest of them was staged: how far behind the destination
+    /// is, in time.
+    pub oldest_staged_at: Option<DateTime<Utc>>,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct DestinationRow {
     pub stream: String,

@@ -53,6 +53,7 @@ macro_rules! __state_store_conformance_list {
             request_keys_expire,
             next_batch_in_order_with_payload_round_trip,
             spool_stats_follow_stage_and_gc,
+            backlog_counts_what_follows_a_mark,
             advance_never_goes_backwards,
             gc_keeps_the_minimum_of_enabled_destinations,
             gc_without_enabled_destinations_keeps_everything,

@@ -317,3 +317,29 @@ pub async fn gc_without_enabled_destinations_keeps_everything(open: Opener) {
     assert_eq!(store.gc("off").await.unwrap(), 0);
     assert_eq!(store.spool_stats("off").await.unwrap().batches, 3);
 }
+
+pub async fn backlog_counts_what_follows_a_mark(open: Opener) {
+    let store = open().await;
+    setup(&*store, "s", &[("d", true)]).await;
+    let empty = store.backlog("s", 0).await.unwrap();
+    assert_eq!(empty, crate::types::Backlog::default(), "nothing staged");
+    let before = Utc::now() - Duration::seconds(1);
+    store
+        .stage("s", batches(3, 4, 1), None, None)
+        .await
+        .unwrap();
+    let all = store.backlog("s", 0).await.unwrap();
+    let stats = store.spool_stats("s").await.unwrap();
+    assert_eq!((all.batches, all.records), (3, 12));
+    assert_eq!(all.bytes, stats.bytes, "the whole spool is behind mark 0");
+    let oldest = all.oldest_staged_at.expect("a staging time");
+    assert!(oldest >= before && oldest <= Utc::now() + Duration::seconds(1));
+    let tail = store.backlog("s", 2).await.unwrap();
+    assert_eq!((tail.batches, tail.records), (1, 4));
+    assert!(tail.bytes > 0 && tail.bytes < all.bytes);
+    assert_eq!(
+        store.backlog("s", 3).await.unwrap(),
+        crate::types::Backlog::default()
+    );
+    assert_eq!(store.backlog("s", u64::MAX).await.unwrap().batches, 0);
+}

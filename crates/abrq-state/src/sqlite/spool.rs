@@ -3,9 +3,9 @@
 use abrq_core::{idempotency_key, BatchMeta};
 use rusqlite::{params, Connection, OptionalExtension};
 
-use super::rows::{corrupt, now, seq_bound, stream_ids, time, to_ms};
+use super::rows::{corrupt, from_ms, now, seq_bound, stream_ids, time, to_ms};
 use crate::store::{StoreError, StoreResult};
-use crate::types::{NewBatch, RequestKey, SpoolStats, StageOutcome, StreamRow};
+use crate::types::{Backlog, NewBatch, RequestKey, SpoolStats, StageOutcome, StreamRow};
 
 /// A spooled batch as stored; decoded after its connection is released.
 pub(crate) struct Spooled {
@@ -206,6 +206,24 @@ pub(crate) fn spool_stats(conn: &Connection, stream: &str) -> StoreResult<SpoolS
     })
     .optional()?
     .ok_or_else(|| StoreError::UnknownStream(stream.to_owned()))
+}
+
+pub(crate) fn backlog(conn: &Connection, stream: &str, after: u64) -> StoreResult<Backlog> {
+    let s = stream_ids(conn, stream)?;
+    let (batches, records, bytes, oldest): (u64, u64, u64, Option<i64>) = conn
+        .prepare_cached(
+            "SELECT COUNT(*), COALESCE(SUM(records), 0), COALESCE(SUM(bytes), 0), MIN(staged_at)
+             FROM spool WHERE stream_id = ?1 AND seq > ?2",
+        )?
+        .query_row(params![s.id, seq_bound(after)], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+        })?;
+    Ok(Backlog {
+        batches,
+        records,
+        bytes,
+        oldest_staged_at: oldest.map(from_ms),
+    })
 }
 
 /// Deletes spooled batches at or below the minimum mark of the enabled

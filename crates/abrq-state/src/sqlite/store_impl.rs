@@ -111,6 +111,14 @@ impl StateStore for SqliteStore {
         .await
     }
 
+    async fn backlog(&self, stream: &str, after: u64) -> StoreResult<Backlog> {
+        let s = stream.to_owned();
+        self.run("backlog", move |db| {
+            db.read(|tx| spool::backlog(tx, &s, after))
+        })
+        .await
+    }
+
     async fn destination(&self, stream: &str, destination: &str) -> StoreResult<DestinationRow> {
         let (s, d) = (stream.to_owned(), destination.to_owned());
         self.run("destination", move |db| {

@@ -11,7 +11,8 @@
 //!   can send none of these; a script can only after a CORS preflight,
 //!   which abrq never grants.
 //!
-//! Probes (`/healthz`, `/readyz`, `/metrics`, `/v1/openapi.json`) are read
+//! Probes (`/healthz`, `/readyz`, `/metrics`, `/v1/openapi.json`) and the
+//! console's static files (`/`, `/console/*`, which hold no data) are read
 //! with plain GETs and pass unchecked.
 
 use axum::extract::{Request, State};
@@ -32,6 +33,7 @@ pub enum Class {
 pub fn classify(path: &str) -> Class {
     match path {
         "/healthz" | "/readyz" | "/metrics" | "/v1/openapi.json" => Class::Probe,
+        p if super::console::is_console(p) => Class::Probe,
         _ => {
             let parts: Vec<&str> = path.split('/').collect();
             match parts.as_slice() {
@@ -199,6 +201,9 @@ mod tests {
     fn classifies_paths() {
         assert_eq!(classify("/healthz"), Class::Probe);
         assert_eq!(classify("/v1/openapi.json"), Class::Probe);
+        assert_eq!(classify("/"), Class::Probe);
+        assert_eq!(classify("/console/app.js"), Class::Probe);
+        assert_eq!(classify("/console/other"), Class::Admin);
         assert_eq!(classify("/v1/streams/s/records"), Class::Ingest);
         assert_eq!(classify("/v1/streams//records"), Class::Admin);
         assert_eq!(classify("/v1/streams/s"), Class::Admin);

@@ -1,7 +1,9 @@
-//! The HTTP server: admin API under /v1, ingest, /metrics, health checks.
+//! The HTTP server: admin API under /v1, the web console at /, ingest,
+//! /metrics, health checks.
 
 mod api;
 mod auth;
+mod console;
 mod dead_letters;
 mod error;
 mod guard;
@@ -170,6 +172,7 @@ pub fn router(state: AppState) -> Router {
         .route("/metrics", get(metrics))
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
+        .merge(console::routes())
         .with_state(state.clone())
         .layer(middleware::from_fn_with_state(state, admin_auth))
         .layer(middleware::from_fn_with_state(guard, guard::check))

@@ -11,7 +11,8 @@
 //! `/metrics`, `output` reads what a local destination wrote; `sinks`
 //! reads every other destination kind back, `fleet` provisions one of
 //! each, `feed` produces records and `oracle` checks conservation; `pg`
-//! serves the database-source tests.
+//! serves the database-source tests; `browser` drives Chromium for the
+//! console.
 
 // Each test file is its own crate and uses a different part of this.
 #![allow(dead_code)]
@@ -24,6 +25,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 pub mod api;
+pub mod browser;
 pub mod feed;
 pub mod fleet;
 pub mod metrics;
