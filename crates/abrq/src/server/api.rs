@@ -1,12 +1,13 @@
 //! Status and destination switches.
 
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::Json;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::error::{ApiError, ApiResult};
+use super::extract::{ApiPath, ApiQuery};
 use super::AppState;
 use abrq_engine::Switch;
 
@@ -26,7 +27,7 @@ pub async fn list_streams(State(st): State<AppState>) -> ApiResult<Json<Value>> 
 
 pub async fn get_stream(
     State(st): State<AppState>,
-    Path(s): Path<String>,
+    ApiPath(s): ApiPath<String>,
 ) -> ApiResult<Json<Value>> {
     let stream = st
         .engine
@@ -39,7 +40,7 @@ pub async fn get_stream(
 
 pub async fn switch(
     State(st): State<AppState>,
-    Path((s, d, action)): Path<(String, String, String)>,
+    ApiPath((s, d, action)): ApiPath<(String, String, String)>,
     headers: HeaderMap,
 ) -> ApiResult<Json<Value>> {
     let sw = match action.as_str() {
@@ -62,7 +63,7 @@ pub async fn switch(
 
 pub async fn reset_breaker(
     State(st): State<AppState>,
-    Path((s, d)): Path<(String, String)>,
+    ApiPath((s, d)): ApiPath<(String, String)>,
     headers: HeaderMap,
 ) -> ApiResult<Json<Value>> {
     st.engine.reset_breaker(&s, &d, &actor(&headers)).await?;
@@ -77,8 +78,8 @@ pub struct BackfillQuery {
 /// Asks a database source to read its tables (or one) again.
 pub async fn backfill(
     State(st): State<AppState>,
-    Path(s): Path<String>,
-    Query(q): Query<BackfillQuery>,
+    ApiPath(s): ApiPath<String>,
+    ApiQuery(q): ApiQuery<BackfillQuery>,
     headers: HeaderMap,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
     let table = q.table.filter(|t| !t.is_empty());
@@ -91,6 +92,9 @@ pub async fn backfill(
     ))
 }
 
+/// Audit entries one request may ask for.
+const MAX_AUDIT: u32 = 10_000;
+
 #[derive(Deserialize)]
 pub struct AuditQuery {
     stream: Option<String>,
@@ -99,12 +103,19 @@ pub struct AuditQuery {
 
 pub async fn audit(
     State(st): State<AppState>,
-    Query(q): Query<AuditQuery>,
+    ApiQuery(q): ApiQuery<AuditQuery>,
 ) -> ApiResult<Json<Value>> {
+    let limit = q.limit.unwrap_or(100);
+    if !(1..=MAX_AUDIT).contains(&limit) {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            format!("limit {limit}: from 1 to {MAX_AUDIT}"),
+        ));
+    }
     let entries = st
         .engine
         .store
-        .audit_log(q.stream.as_deref(), q.limit.unwrap_or(100).min(10_000))
+        .audit_log(q.stream.as_deref(), limit)
         .await?;
     Ok(Json(json!({ "entries": entries })))
 }

@@ -1,6 +1,6 @@
 //! Dead letters: list, show (with records), replay and discard, one or all.
 
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::Json;
 use serde::Deserialize;
@@ -8,6 +8,7 @@ use serde_json::{json, Value};
 
 use super::api::actor;
 use super::error::{ApiError, ApiResult};
+use super::extract::{ApiPath, ApiQuery};
 use super::AppState;
 use abrq_state::DeadLetterState;
 
@@ -18,8 +19,8 @@ pub struct ListQuery {
 
 pub async fn list(
     State(st): State<AppState>,
-    Path((s, d)): Path<(String, String)>,
-    Query(q): Query<ListQuery>,
+    ApiPath((s, d)): ApiPath<(String, String)>,
+    ApiQuery(q): ApiQuery<ListQuery>,
 ) -> ApiResult<Json<Value>> {
     let state = match q.state.as_deref() {
         None | Some("all") => None,
@@ -37,7 +38,7 @@ pub async fn list(
 
 pub async fn show(
     State(st): State<AppState>,
-    Path((s, d, id)): Path<(String, String, i64)>,
+    ApiPath((s, d, id)): ApiPath<(String, String, i64)>,
 ) -> ApiResult<Json<Value>> {
     let (row, batch) = st.engine.store.dead_letter_get(id).await?;
     if row.stream != s || row.destination != d {
@@ -51,7 +52,7 @@ pub async fn show(
 
 pub async fn replay(
     State(st): State<AppState>,
-    Path((s, d, id)): Path<(String, String, i64)>,
+    ApiPath((s, d, id)): ApiPath<(String, String, i64)>,
     headers: HeaderMap,
 ) -> ApiResult<Json<Value>> {
     let n = st.engine.replay(&s, &d, Some(id), &actor(&headers)).await?;
@@ -60,7 +61,7 @@ pub async fn replay(
 
 pub async fn replay_all(
     State(st): State<AppState>,
-    Path((s, d)): Path<(String, String)>,
+    ApiPath((s, d)): ApiPath<(String, String)>,
     headers: HeaderMap,
 ) -> ApiResult<Json<Value>> {
     let n = st.engine.replay(&s, &d, None, &actor(&headers)).await?;
@@ -69,7 +70,7 @@ pub async fn replay_all(
 
 pub async fn discard(
     State(st): State<AppState>,
-    Path((s, d, id)): Path<(String, String, i64)>,
+    ApiPath((s, d, id)): ApiPath<(String, String, i64)>,
     headers: HeaderMap,
 ) -> ApiResult<Json<Value>> {
     let rows = st
@@ -81,7 +82,7 @@ pub async fn discard(
 
 pub async fn discard_all(
     State(st): State<AppState>,
-    Path((s, d)): Path<(String, String)>,
+    ApiPath((s, d)): ApiPath<(String, String)>,
     headers: HeaderMap,
 ) -> ApiResult<Json<Value>> {
     let rows = st.engine.discard(&s, &d, None, &actor(&headers)).await?;

@@ -6,6 +6,7 @@ mod auth;
 mod console;
 mod dead_letters;
 mod error;
+mod extract;
 mod guard;
 mod ingest;
 mod listener;
@@ -28,6 +29,7 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
+use error::ApiError;
 
 #[derive(Clone)]
 pub struct AppState {
@@ -164,7 +166,8 @@ pub fn router(state: AppState) -> Router {
     };
     // Both checks wrap the whole router, the ingest route and the 404 and
     // 405 answers included: an unknown path tells nothing to a client
-    // without the token. The guard runs first.
+    // without the token. The token is checked first, so a request without
+    // it learns nothing else (401 before 403 or 415).
     Router::new()
         .merge(admin)
         .route("/v1/streams/{s}/records", post(ingest::ingest))
@@ -173,9 +176,16 @@ pub fn router(state: AppState) -> Router {
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
         .merge(console::routes())
+        .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "no such path") })
+        .method_not_allowed_fallback(|| async {
+            ApiError::new(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "method not allowed on this path",
+            )
+        })
         .with_state(state.clone())
-        .layer(middleware::from_fn_with_state(state, admin_auth))
         .layer(middleware::from_fn_with_state(guard, guard::check))
+        .layer(middleware::from_fn_with_state(state, admin_auth))
 }
 
 /// The admin token guards every path but the probes and ingest (which
@@ -199,7 +209,7 @@ async fn openapi() -> impl IntoResponse {
 async fn metrics(State(st): State<AppState>) -> impl IntoResponse {
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        st.engine.metrics.render(),
+        st.engine.render_metrics(),
     )
 }
 
