@@ -118,6 +118,8 @@ impl DeliveryError {
     }
 
     /// The whole cause chain on one line, for logs, status and dead letters.
+    /// A cause whose text is already in the line is said once: many
+    /// clients repeat their source's message in their own.
     pub fn describe(&self) -> String {
         let mut out = String::new();
         if let Some(i) = self.record_index {
@@ -126,10 +128,13 @@ impl DeliveryError {
         let mut cur: Option<&(dyn StdError + 'static)> = Some(self.source.as_ref());
         let mut first = true;
         while let Some(e) = cur {
-            if !first {
+            let text = e.to_string();
+            if first {
+                out.push_str(&text);
+            } else if !out.contains(&text) {
                 out.push_str(": ");
+                out.push_str(&text);
             }
-            out.push_str(&e.to_string());
             first = false;
             cur = e.source();
         }
@@ -179,5 +184,27 @@ mod tests {
         let e = DeliveryError::transient(std::io::Error::other("timed out")).with_note("why");
         assert_eq!(e.describe(), "timed out (why)");
         assert_eq!(e.to_string(), "timed out (why)");
+    }
+
+    #[test]
+    fn describe_says_a_repeated_cause_once() {
+        #[derive(Debug)]
+        struct Wraps(std::io::Error);
+        impl fmt::Display for Wraps {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                write!(f, "error returned from database: {}", self.0)
+            }
+        }
+        impl StdError for Wraps {
+            fn source(&self) -> Option<&(dyn StdError + 'static)> {
+                Some(&self.0)
+            }
+        }
+        let db = Wraps(std::io::Error::other("database \"x\" does not exist"));
+        let e = DeliveryError::transient(db);
+        assert_eq!(
+            e.describe(),
+            "error returned from database: database \"x\" does not exist"
+        );
     }
 }

@@ -13,6 +13,15 @@ use clap::{Args, Parser, Subcommand};
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
+    /// Logs on stderr as text, or as one JSON object per line.
+    #[arg(
+        long,
+        global = true,
+        value_enum,
+        default_value_t,
+        env = "ABRQ_LOG_FORMAT"
+    )]
+    pub log_format: crate::logging::LogFormat,
 }
 
 #[derive(Subcommand)]
@@ -29,10 +38,18 @@ pub enum Command {
         #[arg(long)]
         no_progress: bool,
     },
-    /// Validate the config and test every destination's connection.
+    /// Validate the config and test every source's and destination's
+    /// connection, all at once: a checklist with a hint per failure.
     Check {
         #[arg(long, short)]
         config: PathBuf,
+        /// Also the whole error chain and what each connection field was
+        /// taken to mean.
+        #[arg(long, short)]
+        verbose: bool,
+        /// How long each probe may take.
+        #[arg(long, default_value = "4s", value_parser = parse_duration)]
+        timeout: std::time::Duration,
     },
     /// Show streams and destinations of a running server.
     Status {
@@ -158,4 +175,11 @@ pub struct SwitchArgs {
     pub target: Target,
     #[command(flatten)]
     pub remote: Remote,
+}
+
+/// "4s", "500ms", "1m": the config's duration syntax.
+fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    serde_json::from_value::<abrq_core::config::Dur>(s.into())
+        .map(|d| d.0)
+        .map_err(|e| e.to_string())
 }

@@ -2,20 +2,20 @@
 
 mod cli;
 mod commands;
+mod logging;
 mod report;
 mod server;
 
 use clap::Parser;
-use tracing_subscriber::EnvFilter;
 
 fn main() -> std::process::ExitCode {
     let cli = cli::Cli::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            EnvFilter::try_from_env("ABRQ_LOG").unwrap_or_else(|_| EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    let default_filter = match cli.command {
+        // abrq's own events only: the checklist gives each root cause
+        cli::Command::Check { .. } => "abrq=info,abrq::kafka=off",
+        _ => "info",
+    };
+    logging::init(cli.log_format, default_filter);
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

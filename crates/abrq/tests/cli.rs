@@ -95,7 +95,7 @@ async fn check_proves_each_destination_writable_and_names_the_one_that_is_not() 
         status.success(),
         "check failed on a good config: {stdout}{stderr}"
     );
-    assert!(stdout.contains("s/lake (local): ok"), "{stdout}");
+    assert!(stdout.contains("ok    s/lake (local)"), "{stdout}");
     // The probe objects are gone again.
     for d in ["out/lake", "broken-file"] {
         let out = read_dest(&abrq.path(d));
@@ -113,8 +113,12 @@ async fn check_proves_each_destination_writable_and_names_the_one_that_is_not() 
         !status.success(),
         "check passed a destination that cannot be written"
     );
-    assert!(stdout.contains("s/broken (local): FAILED"), "{stdout}");
-    assert!(stdout.contains("s/lake (local): ok"), "{stdout}");
+    assert!(stdout.contains("FAIL  s/broken (local)"), "{stdout}");
+    assert!(
+        stdout.contains("hint: `database` must name a directory"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("ok    s/lake (local)"), "{stdout}");
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -102,24 +102,35 @@ async fn check_says_what_each_connection_field_means_and_hides_the_password() {
     );
     abrq.write_config(&config(&abrq, &lines));
     let config = abrq.config_path().display().to_string();
-    let (status, stdout, stderr) = abrq.cli(&["check", "--config", &config]).await;
+    let (status, stdout, stderr) = abrq.cli(&["check", "--verbose", "--config", &config]).await;
     assert!(status.success(), "check failed: {stdout}{stderr}");
-    for line in [
-        format!(
-            "s/lake (local): database = base directory {:?}",
-            abrq.p("out/lake")
+    // each entry: its checklist line, then (verbose) its fields, indented
+    let block = |label: &str| -> String {
+        let head = format!("ok    {label}");
+        let mut lines = stdout.lines().skip_while(|l| !l.starts_with(&head));
+        let first = lines
+            .next()
+            .unwrap_or_else(|| panic!("no {head:?} in:\n{stdout}"));
+        let fields: Vec<&str> = lines.take_while(|l| l.starts_with("        ")).collect();
+        format!("{first}\n{}", fields.join("\n"))
+    };
+    let lake = block("s/lake (local)");
+    let archive = block("s/archive (s3)");
+    for (block, line) in [
+        (
+            &lake,
+            format!("database = base directory {:?}", abrq.p("out/lake")),
         ),
-        format!("s/archive (s3): host = endpoint URL {:?}", s3.endpoint),
-        format!("s/archive (s3): database = bucket {bucket:?}"),
-        format!(
-            "s/archive (s3): username = access key id {:?}",
-            s3.access_key_id
+        (&archive, format!("host = endpoint URL {:?}", s3.endpoint)),
+        (&archive, format!("database = bucket {bucket:?}")),
+        (
+            &archive,
+            format!("username = access key id {:?}", s3.access_key_id),
         ),
-        "s/archive (s3): password = secret access key ***".to_string(),
-        "s/archive (s3): ok".to_string(),
+        (&archive, "password = secret access key ***".to_string()),
     ] {
-        assert!(stdout.contains(&line), "no {line:?} in:\n{stdout}");
+        assert!(block.contains(&line), "no {line:?} in:\n{block}");
     }
-    assert!(!stdout.contains("s/lake (local): host"), "{stdout}");
+    assert!(!lake.contains("host ="), "{lake}");
     assert!(!format!("{stdout}{stderr}").contains(secret));
 }

@@ -216,7 +216,7 @@ manifest = true
     let config_path = abrq.config_path().display().to_string();
     let (_, check, _) = abrq.cli(&["check", "-c", &config_path]).await;
     assert!(
-        check.contains("shop source (mysql): ok binlog ready"),
+        check.contains("ok    shop source (mysql): binlog ready"),
         "{check}"
     );
     abrq.start().await;

@@ -56,7 +56,7 @@ async fn check_names_a_server_without_a_binlog() {
     let (status, shown, _) = abrq.cli(&["check", "-c", &config_path]).await;
     assert!(!status.success());
     assert!(
-        shown.contains("s source (mysql): FAILED")
+        shown.contains("FAIL  s source (mysql)")
             && shown.contains("the binlog is off: start the server with log_bin")
             && shown.contains("table test.nothing_here does not exist"),
         "{shown}"

@@ -121,8 +121,9 @@ mode = "upsert"
     let config_path = abrq.config_path().display().to_string();
     let (_, check, _) = abrq.cli(&["check", "-c", &config_path]).await;
     assert!(
-        check
-            .contains("orders source (mysql): ok 4 columns, read in order of updated_at then (id)"),
+        check.contains(
+            "ok    orders source (mysql): 4 columns, read in order of updated_at then (id)"
+        ),
         "{check}"
     );
     abrq.start().await;

@@ -198,7 +198,7 @@ manifest = true
     let config_path = abrq.config_path().display().to_string();
     let (_, check, _) = abrq.cli(&["check", "-c", &config_path]).await;
     assert!(
-        check.contains("items source (postgres): ok logical decoding ready"),
+        check.contains("ok    items source (postgres): logical decoding ready"),
         "{check}"
     );
 

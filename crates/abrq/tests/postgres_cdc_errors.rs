@@ -69,7 +69,7 @@ async fn check_names_every_missing_prerequisite() {
     let (status, out, err) = abrq.cli(&["check", "-c", &path]).await;
     assert!(!status.success(), "{out}{err}");
     assert!(
-        out.contains("t source (postgres): FAILED")
+        out.contains("FAIL  t source (postgres)")
             && out.contains("wal_level is \"replica\": set wal_level = logical")
             && out.contains("has no primary key and REPLICA IDENTITY DEFAULT")
             && out.contains("REPLICA IDENTITY FULL"),

@@ -191,7 +191,7 @@ async fn polled_table_reaches_an_upsert_replica_through_kills() {
     assert!(status.success(), "{check}{err}");
     assert!(
         check.contains(
-            "orders source (postgres): ok 6 columns, read in order of updated_at then (id)"
+            "ok    orders source (postgres): 6 columns, read in order of updated_at then (id)"
         ),
         "{check}"
     );

@@ -135,7 +135,7 @@ async fn https_serves_the_api_reloads_its_certificate_on_sighup_and_the_cli_trus
     let cfg = abrq.config_path().display().to_string();
     let (status, stdout, stderr) = abrq.cli(&["check", "--config", &cfg]).await;
     assert!(status.success(), "check: {stdout}{stderr}");
-    assert!(stdout.contains("tls certificate and key: ok"), "{stdout}");
+    assert!(stdout.contains("ok    tls certificate and key"), "{stdout}");
 
     abrq.spawn(&["run", "--config", &cfg]);
     let client = https_client(&ca);

@@ -17,7 +17,7 @@ use super::config::KafkaSettings;
 use super::context::ClientErrors;
 use super::errors::kafka_error;
 use super::message;
-use super::metadata::{fetch_partitions, fetch_topic_count};
+use super::metadata::{fetch_partitions, fetch_topic_count, CHECK_WAIT, METADATA_TIMEOUT};
 use crate::failure::Failure;
 
 pub(super) type KafkaProducer = FutureProducer<ClientErrors>;
@@ -91,12 +91,13 @@ impl KafkaDestination {
         &self,
         producer: &KafkaProducer,
         topic: &Arc<str>,
+        wait: Duration,
     ) -> Result<i32, DeliveryError> {
         if let Some(n) = self.cached_partitions().get(topic) {
             return Ok(*n);
         }
         let errors = self.client_errors.clone();
-        let n = fetch_partitions(producer.clone(), topic.to_string(), errors).await?;
+        let n = fetch_partitions(producer.clone(), topic.to_string(), errors, wait).await?;
         self.cached_partitions().insert(topic.clone(), n);
         Ok(n)
     }
@@ -110,7 +111,9 @@ impl KafkaDestination {
         let mut out = HashMap::new();
         for m in records.filter(|m| m.key.is_none()) {
             if !out.contains_key(&m.topic) {
-                let n = self.partition_count(producer, &m.topic).await?;
+                let n = self
+                    .partition_count(producer, &m.topic, METADATA_TIMEOUT)
+                    .await?;
                 out.insert(m.topic.clone(), n);
             }
         }
@@ -372,7 +375,8 @@ impl KafkaDestination {
         let brokers = &self.settings.brokers;
         if topic.per_table() {
             let errors = self.client_errors.clone();
-            let n = fetch_topic_count(producer, topic.template().to_string(), errors).await?;
+            let what = topic.template().to_string();
+            let n = fetch_topic_count(producer, what, errors, CHECK_WAIT).await?;
             return Ok(CheckReport {
                 detail: format!(
                     "connected (bootstrap {brokers}, {n} topics); topic {:?} is chosen per source \
@@ -383,7 +387,7 @@ impl KafkaDestination {
         }
         let name: Arc<str> = Arc::from(topic.template());
         self.cached_partitions().remove(&name);
-        let n = self.partition_count(&producer, &name).await?;
+        let n = self.partition_count(&producer, &name, CHECK_WAIT).await?;
         Ok(CheckReport {
             detail: format!("topic {name} exists with {n} partitions (bootstrap {brokers})"),
         })

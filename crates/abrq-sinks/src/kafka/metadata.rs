@@ -12,9 +12,13 @@ use super::destination::KafkaProducer;
 use super::errors::{classify, kafka_error, KafkaOpError};
 use crate::failure::Failure;
 
-/// How long a metadata request may take: longer than a connection's setup
-/// may (see `client_config`), so a stuck handshake is reported as one.
-const METADATA_TIMEOUT: Duration = Duration::from_secs(12);
+/// How long a metadata request may take during deliveries: longer than a
+/// connection's setup may (see `client_config`), so a stuck handshake is
+/// reported as one.
+pub(super) const METADATA_TIMEOUT: Duration = Duration::from_secs(12);
+/// How long `check()` waits for metadata: a person is waiting, and the
+/// client's last connection error says why when it gives up.
+pub(super) const CHECK_WAIT: Duration = Duration::from_secs(3);
 /// Metadata is asked for in steps this long, so a client the brokers
 /// refuse (credentials, TLS) fails in about this time, not the whole wait.
 const METADATA_STEP: Duration = Duration::from_secs(1);
@@ -25,10 +29,11 @@ pub(super) async fn fetch_partitions(
     producer: KafkaProducer,
     topic: String,
     errors: ClientErrors,
+    wait: Duration,
 ) -> Result<i32, DeliveryError> {
     tokio::task::spawn_blocking(move || {
         let started = Instant::now();
-        let deadline = started + METADATA_TIMEOUT;
+        let deadline = started + wait;
         let md = loop {
             match producer
                 .client()
@@ -71,10 +76,11 @@ pub(super) async fn fetch_topic_count(
     producer: KafkaProducer,
     what: String,
     errors: ClientErrors,
+    wait: Duration,
 ) -> Result<usize, DeliveryError> {
     tokio::task::spawn_blocking(move || {
         let started = Instant::now();
-        let deadline = started + METADATA_TIMEOUT;
+        let deadline = started + wait;
         loop {
             match producer.client().fetch_metadata(None, METADATA_STEP) {
                 Ok(md) => return Ok(md.topics().len()),

@@ -62,3 +62,36 @@ impl<DB: Database> Connection<DB> {
         Ok(())
     }
 }
+
+/// How long the direct attempt of [`why_unreachable`] may take.
+const DIRECT_ATTEMPT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// sqlx's pool retries a connection the server refuses until its acquire
+/// timeout, then says only "pool timed out". One direct attempt says why
+/// (connection refused, no such host, ...): that error replaces the
+/// timeout. Any other error is returned as it is.
+pub async fn why_unreachable<DB: Database>(pool: &Pool<DB>, e: sqlx::Error) -> sqlx::Error {
+    if !matches!(e, sqlx::Error::PoolTimedOut) {
+        return e;
+    }
+    direct_attempt(pool).await.err().unwrap_or(e)
+}
+
+/// Opens one connection outside the pool and closes it: the server's own
+/// answer (refused, no such database, wrong password) at once, where the
+/// pool would retry until its timeout.
+pub async fn direct_attempt<DB: Database>(pool: &Pool<DB>) -> Result<(), sqlx::Error> {
+    use sqlx::{ConnectOptions, Connection};
+    let options = pool.connect_options();
+    match tokio::time::timeout(DIRECT_ATTEMPT, options.connect()).await {
+        Ok(Ok(conn)) => {
+            let _ = conn.close().await;
+            Ok(())
+        }
+        Ok(Err(e)) => Err(e),
+        Err(_) => Err(sqlx::Error::Io(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            format!("no answer within {}s", DIRECT_ATTEMPT.as_secs()),
+        ))),
+    }
+}

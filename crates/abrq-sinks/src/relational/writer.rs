@@ -8,6 +8,7 @@
 use abrq_core::BatchMeta;
 use async_trait::async_trait;
 
+use super::connection::why_unreachable;
 use super::destination::{Applied, Run, RunError};
 use super::errors::DbError;
 use super::plan::{Plan, Row, Step};
@@ -158,11 +159,15 @@ pub async fn apply<S: Statements>(
     }
     if !S::DDL_IN_TRANSACTION {
         for (s, plan) in parts {
-            let mut conn = s
-                .pool()
-                .acquire()
-                .await
-                .map_err(|e| s.db_error(format!("connect to change {}", s.table()), e))?;
+            let mut conn = match s.pool().acquire().await {
+                Ok(c) => c,
+                Err(e) => {
+                    let e = why_unreachable(s.pool(), e).await;
+                    return Err(s
+                        .db_error(format!("connect to change {}", s.table()), e)
+                        .into());
+                }
+            };
             run_ddl(s, &mut conn, plan).await?;
         }
     }
@@ -258,11 +263,13 @@ struct Exclusive<DB: sqlx::Database> {
 
 impl<DB: sqlx::Database> Exclusive<DB> {
     async fn acquire<S: Statements<Db = DB>>(s: &S) -> Result<Self, DbError> {
-        let conn = s
-            .pool()
-            .acquire()
-            .await
-            .map_err(|e| s.db_error("connect".into(), e))?;
+        let conn = match s.pool().acquire().await {
+            Ok(c) => c,
+            Err(e) => {
+                let e = why_unreachable(s.pool(), e).await;
+                return Err(s.db_error("connect".into(), e));
+            }
+        };
         Ok(Exclusive { conn, clean: false })
     }
 

@@ -20,7 +20,11 @@ pub async fn dispatch(cmd: Command) -> anyhow::Result<()> {
             until_drained,
             no_progress,
         } => run::run(&config, until_drained, no_progress).await,
-        Command::Check { config } => check::check(&config).await,
+        Command::Check {
+            config,
+            verbose,
+            timeout,
+        } => check::check(&config, verbose, timeout).await,
         Command::Status { remote, json } => remote::status(&remote, json).await,
         Command::DeadLetters(c) => remote::dead_letters(c).await,
         Command::Breaker(c) => remote::breaker(c).await,

@@ -13,6 +13,7 @@ use sqlx::{Arguments, MySql, MySqlConnection};
 
 use super::errors::{db_error, number, DUPLICATE_ENTRY};
 use super::D;
+use crate::relational::connection::why_unreachable;
 use crate::relational::errors::DbError;
 use crate::relational::plan::Row;
 use crate::relational::table::TableInfo;
@@ -57,16 +58,22 @@ impl Statements for Ctx<'_> {
 
     async fn seen(&self, meta: &BatchMeta) -> Result<bool, DbError> {
         let ledger = self.ledger;
-        let seen: Option<i32> = sqlx::query_scalar(&format!(
+        let seen = sqlx::query_scalar::<_, i32>(&format!(
             "SELECT 1 FROM {ledger} WHERE stream = ? AND idempotency_key = ? AND destination_table = ?"
         ))
         .bind(&meta.stream)
         .bind(&meta.idempotency_key)
         .bind(self.ledger_key)
         .fetch_optional(self.pool)
-        .await
-        .map_err(|e| db_error(format!("record the batch in {ledger}"), e))?;
-        Ok(seen.is_some())
+        .await;
+        match seen {
+            Ok(seen) => Ok(seen.is_some()),
+            // the first statement of a batch: an unreachable server shows here
+            Err(e) => {
+                let e = why_unreachable(self.pool, e).await;
+                Err(db_error(format!("record the batch in {ledger}"), e))
+            }
+        }
     }
 
     async fn record(&self, conn: &mut MySqlConnection, meta: &BatchMeta) -> Result<bool, DbError> {

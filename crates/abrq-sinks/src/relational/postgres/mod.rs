@@ -15,7 +15,7 @@ use sqlx::{Postgres, Row as _};
 use tokio::sync::OnceCell;
 
 use super::config::RelationalSettings;
-use super::connection::Connection;
+use super::connection::{direct_attempt, why_unreachable, Connection};
 use super::destination::{Applied, Backend, Part, RelationalDestination, Run, RunError};
 use super::errors::{DbError, Kind};
 use super::plan::Plan;
@@ -247,10 +247,22 @@ impl Backend for PgBackend {
     }
 
     async fn connect(&self) -> Result<String, DbError> {
-        let version: String = sqlx::query_scalar("SHOW server_version")
-            .fetch_one(self.pool())
+        // the server's own answer first: the pool would retry a refused
+        // connection until its timeout and then say only that
+        let at = self.conn.settings.endpoint();
+        direct_attempt(self.pool())
             .await
-            .map_err(|e| db_error(format!("connect to {}", self.conn.settings.endpoint()), e))?;
+            .map_err(|e| db_error(format!("connect to {at}"), e))?;
+        let version = sqlx::query_scalar::<_, String>("SHOW server_version")
+            .fetch_one(self.pool())
+            .await;
+        let version = match version {
+            Ok(v) => v,
+            Err(e) => {
+                let e = why_unreachable(self.pool(), e).await;
+                return Err(db_error(format!("connect to {at}"), e));
+            }
+        };
         self.ledger().await?;
         Ok(format!(
             "PostgreSQL {version} at {}",
