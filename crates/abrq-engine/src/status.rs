@@ -51,6 +51,10 @@ pub struct SourceStatus {
     pub failing_since: Option<DateTime<Utc>>,
     /// Source task restarts over the process's life.
     pub restarts: u64,
+    /// Records and batches staged by this process (a rate is their
+    /// change over time).
+    pub staged_records: u64,
+    pub staged_batches: u64,
     /// The spool GC's failure, if it is failing.
     pub gc_failure: Option<Failure>,
     /// Database sources: where they read (postgres cdc: slot,
@@ -198,6 +202,8 @@ impl Engine {
                 error: failure.as_ref().map(|f| f.error.clone()),
                 failing_since: failure.as_ref().map(|f| f.since),
                 restarts: s.source_health.restarts(),
+                staged_records: m.records_staged.with_label_values(&[&s.name]).get(),
+                staged_batches: m.batches_staged.with_label_values(&[&s.name]).get(),
                 gc_failure: s.gc_health.failure(),
                 position: progress.as_ref().map(|p| p.position.clone()),
                 lag_seconds: progress.as_ref().and_then(|p| p.lag_seconds),

@@ -59,6 +59,14 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// A live view of a running server: the status tables with each
+    /// destination's throughput, redrawn every --interval until Ctrl-C.
+    Top {
+        #[command(flatten)]
+        remote: Remote,
+        #[arg(long, default_value = "2s", value_parser = parse_duration)]
+        interval: std::time::Duration,
+    },
     /// Dead letters of one destination.
     #[command(subcommand)]
     DeadLetters(DeadLetterCmd),

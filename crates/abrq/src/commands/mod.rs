@@ -26,6 +26,7 @@ pub async fn dispatch(cmd: Command) -> anyhow::Result<()> {
             timeout,
         } => check::check(&config, verbose, timeout).await,
         Command::Status { remote, json } => remote::status(&remote, json).await,
+        Command::Top { remote, interval } => remote::top(&remote, interval).await,
         Command::DeadLetters(c) => remote::dead_letters(c).await,
         Command::Breaker(c) => remote::breaker(c).await,
         Command::Destination(c) => remote::destination(c).await,

@@ -121,9 +121,39 @@ pub async fn status(remote: &Remote, json: bool) -> anyhow::Result<()> {
         print_json(&body);
     } else {
         println!("{}", report::source_table(&body));
-        println!("{}", report::status_table(&body));
+        println!("{}", report::status_table(&body, None));
     }
     Ok(())
+}
+
+/// Redraws the status every `interval` until Ctrl-C; a failed read is
+/// shown and tried again, as a live view should.
+pub async fn top(remote: &Remote, interval: std::time::Duration) -> anyhow::Result<()> {
+    let client = Client::new(remote)?;
+    let mut rates = report::Rates::default();
+    loop {
+        let view = match client.get("/v1/streams").await {
+            Ok(body) => format!(
+                "{}\n{}",
+                report::source_table(&body),
+                report::status_table(&body, Some(&mut rates))
+            ),
+            Err(e) => format!("{e:#}"),
+        };
+        // clear the screen, cursor home
+        print!("\x1b[2J\x1b[H");
+        println!(
+            "abrq top: {} every {}s (Ctrl-C to quit), {}",
+            client.base,
+            interval.as_secs_f32(),
+            chrono::Local::now().format("%H:%M:%S")
+        );
+        println!("{view}");
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => return Ok(()),
+            _ = tokio::time::sleep(interval) => {}
+        }
+    }
 }
 
 pub async fn dead_letters(cmd: DeadLetterCmd) -> anyhow::Result<()> {

@@ -230,10 +230,13 @@ function breakerText(d, now) {
 
 // --- rendering ---------------------------------------------------------------
 
-function renderSource(st) {
+function renderSource(st, now) {
   const src = st.source;
+  const h = remember(`${st.name}/`, { delivered_records: src.staged_records, backlog: st.spool.batches, lag_seconds: src.lag_seconds || 0 }, now);
+  const r = rates(h);
   const facts = [
     el("span", {}, "source ", el("b", { text: src.engine }), " ", badge(src.state)),
+    el("span", {}, "staging ", el("b", { "data-role": "source-rate", text: `${count(Math.round(r.length ? r[r.length - 1] : 0))}/s` }), " ", sparkline(r, "records staged per second, last 5 minutes")),
     el("span", {}, "spool ", el("b", { text: `${count(st.spool.batches)} batches` }), `, ${count(st.spool.records)} records, ${bytes(st.spool.bytes)}`),
     el("span", {}, "last seq ", el("b", { text: count(st.spool.last_seq) })),
   ];
@@ -393,7 +396,7 @@ function renderStream(st, now) {
     "section",
     { class: "stream", "data-stream": st.name },
     el("h2", { text: `stream ${st.name}` }),
-    renderSource(st),
+    renderSource(st, now),
     el("table", {}, el("thead", {}, el("tr", {}, head.map((t) => el("th", { text: t })))), el("tbody", {}, rows)),
   );
 }
