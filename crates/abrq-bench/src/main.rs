@@ -15,6 +15,7 @@ mod mysql_cdc;
 mod objects;
 mod relational;
 mod staging;
+mod staging_postgres;
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -78,6 +79,9 @@ enum BenchCmd {
         #[arg(long, default_value_t = 3)]
         rounds: u32,
     },
+    /// Spool staging on PostgreSQL state against a raw insert loop of the
+    /// same rows into the same server.
+    StagingPostgres(staging_postgres::StagingPostgresArgs),
     /// File source to a local jsonl.gz destination against a raw
     /// gzip-and-write of the same records.
     FileLocal {
@@ -125,6 +129,7 @@ enum BenchCmd {
 async fn run(cmd: BenchCmd) -> anyhow::Result<()> {
     match cmd {
         BenchCmd::Staging { records, rounds } => staging::run(records, rounds).await,
+        BenchCmd::StagingPostgres(args) => staging_postgres::run(args).await,
         BenchCmd::FileLocal { records, rounds } => file_local::run(records, rounds).await,
         BenchCmd::FilePostgres(args) => file_postgres::run(args).await,
         BenchCmd::Fanout(args) => fanout::run(args).await,

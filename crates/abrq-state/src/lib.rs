@@ -4,10 +4,12 @@
 
 pub mod conformance;
 pub mod payload;
+pub mod postgres;
 pub mod sqlite;
 pub mod store;
 pub mod types;
 
+pub use postgres::PostgresStore;
 pub use sqlite::SqliteStore;
 pub use store::{StateStore, StoreError, StoreResult};
 pub use types::*;

@@ -33,7 +33,8 @@ fn default_data_dir() -> Text {
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct StateConfig {
-    /// `sqlite://PATH`; unset means `{data_dir}/state.db`.
+    /// `sqlite://PATH` or `postgres://...`; unset means
+    /// `{data_dir}/state.db`.
     pub url: Option<Text>,
 }
 

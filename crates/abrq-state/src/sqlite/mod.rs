@@ -85,6 +85,9 @@ impl SqliteStore {
     pub fn open_url(url: &str) -> StoreResult<SqliteStore> {
         match StateLocation::parse(url).map_err(|e| StoreError::Backend(anyhow!(e)))? {
             StateLocation::Sqlite(path) => SqliteStore::open(&path),
+            other @ StateLocation::Postgres(_) => Err(StoreError::Backend(anyhow!(
+                "{other} is not a sqlite state url (see PostgresStore)"
+            ))),
         }
     }
 

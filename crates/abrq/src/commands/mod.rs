@@ -51,8 +51,9 @@ pub fn load_config(path: &Path) -> Result<Config, ConfigError> {
 }
 
 /// Opens the state store the config names (SQLite under data_dir by
-/// default).
-pub async fn open_store(config: &Config) -> anyhow::Result<Arc<dyn StateStore>> {
+/// default). `exclusive` (a run) takes a PostgreSQL state for this
+/// process alone.
+pub async fn open_store(config: &Config, exclusive: bool) -> anyhow::Result<Arc<dyn StateStore>> {
     let location = config
         .state_location()
         .map_err(|e| anyhow::anyhow!("state.url: {e}"))?;
@@ -60,6 +61,20 @@ pub async fn open_store(config: &Config) -> anyhow::Result<Arc<dyn StateStore>> 
         StateLocation::Sqlite(path) => {
             let store = SqliteStore::open(&path)
                 .with_context(|| format!("opening state store {}", path.display()))?;
+            Ok(Arc::new(store))
+        }
+        // The store's errors name the URL with its password hidden.
+        StateLocation::Postgres(url) => {
+            let store = abrq_state::PostgresStore::connect(&url)
+                .await
+                .context("opening state store")?;
+            if exclusive {
+                let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+                    .map(|h| h.trim().to_string())
+                    .unwrap_or_else(|_| "this host".into());
+                let who = format!("abrq run on {host}, pid {}", std::process::id());
+                store.hold_exclusive(&who).await?;
+            }
             Ok(Arc::new(store))
         }
     }

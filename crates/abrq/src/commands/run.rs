@@ -18,7 +18,7 @@ pub async fn run(config_path: &Path, until_drained: bool, no_progress: bool) -> 
     if let Some(tls) = &tls {
         tls.clone().reload_on_hangup()?;
     }
-    let store = super::open_store(&config).await?;
+    let store = super::open_store(&config, true).await?;
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .with_context(|| format!("cannot listen on {addr} (server.listen)"))?;

@@ -48,8 +48,11 @@ pub async fn check(config_path: &Path, verbose: bool, deadline: Duration) -> any
     if crate::server::Tls::from_config(&config.server)?.is_some() {
         println!("ok    tls certificate and key");
     }
-    let store = super::open_store(&config).await?;
-    println!("ok    state store");
+    let store = super::open_store(&config, false).await?;
+    match config.state_location() {
+        Ok(at) => println!("ok    state store {at}"),
+        Err(_) => println!("ok    state store"),
+    }
     let mut probes = Vec::new();
     for s in &config.streams {
         let s = s.get_ref();
