@@ -44,6 +44,9 @@ CREATE TABLE abrq.spool (
     payload         BYTEA NOT NULL,
     PRIMARY KEY (stream_id, seq)
 );
+-- A batch is written once and read once or twice: compressing it on every
+-- write (TOAST's default) costs the server more than the disk it saves.
+ALTER TABLE abrq.spool ALTER COLUMN payload SET STORAGE EXTERNAL;
 
 CREATE TABLE abrq.destinations (
     id         BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
