@@ -288,6 +288,46 @@ async fn console_shows_state_and_drives_every_operator_action() {
     .await;
     assert!(audited(&abrq, "discard", "archive").await);
 
+    // --- discard all (asks first), then replay all --------------------------
+    for tag in ["c", "d"] {
+        abrq.ingest(STREAM, &body(tag)).await;
+    }
+    abrq.wait_for("two pending dead letters", async || {
+        pending(&abrq, "archive").await.len() == 2
+    })
+    .await;
+    page.click(&format!("{panel} button[data-action=discard-all]"))
+        .await;
+    let warning = page
+        .wait_text("#confirm-text", "the warning", |t| t.contains("20 records"))
+        .await;
+    assert!(warning.contains("data loss"), "{warning}");
+    page.click("#confirm-ok").await;
+    abrq.wait_for("the discard of all", async || {
+        pending(&abrq, "archive").await.is_empty()
+    })
+    .await;
+    abrq.ingest(STREAM, &body("e")).await;
+    abrq.wait_for("one more dead letter", async || {
+        pending(&abrq, "archive").await.len() == 1
+    })
+    .await;
+    fix_dir(&archive);
+    page.click(&format!("{panel} button[data-action=replay-all]"))
+        .await;
+    abrq.wait_for("the replay of all", async || {
+        let all = abrq.dead_letters(STREAM, "archive").await;
+        all.iter().filter(|d| d["state"] == "replayed").count() == 2
+    })
+    .await;
+    let tags: Vec<String> = read_dest(&archive)
+        .records()
+        .map(|r| r["tag"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(tags.len(), 10, "{tags:?}");
+    assert!(tags.iter().all(|t| t == "e"), "{tags:?}");
+    break_dir(&archive);
+
     // --- disable asks first and says what it costs -------------------------
     page.click(&format!("{archive_row} button[data-action=disable]"))
         .await;
