@@ -59,21 +59,7 @@ fn raw_loop(path: &std::path::Path, lines: &[String]) -> anyhow::Result<f64> {
 async fn abrq_stage(path: &std::path::Path, lines: &[String]) -> anyhow::Result<f64> {
     let store = SqliteStore::open(path)?;
     store.register_stream("bench").await?;
-    // Records arrive parsed, as a source hands them over; encoding them
-    // for the spool is part of staging, so it is timed.
-    let batches: Vec<(Vec<Item>, u64)> = lines
-        .chunks(BATCH as usize)
-        .map(|chunk| {
-            let items = chunk
-                .iter()
-                .map(|l| match serde_json::from_str(l) {
-                    Ok(serde_json::Value::Object(m)) => Item::Record(Record::insert(m)),
-                    _ => unreachable!("bench records are objects"),
-                })
-                .collect();
-            (items, chunk.iter().map(|l| l.len() as u64).sum())
-        })
-        .collect();
+    let batches = parsed_batches(lines, BATCH as usize);
     let start = Instant::now();
     for (i, (items, bytes)) in batches.into_iter().enumerate() {
         let b = NewBatch::from_items(&items, bytes)?;
@@ -87,4 +73,23 @@ async fn abrq_stage(path: &std::path::Path, lines: &[String]) -> anyhow::Result<
             .await?;
     }
     Ok(lines.len() as f64 / start.elapsed().as_secs_f64())
+}
+
+/// The lines as parsed records in batches of `size`, with their bytes.
+/// Records arrive parsed, as a source hands them over; encoding them for
+/// the spool is part of staging, so the benches time it and not this.
+pub(super) fn parsed_batches(lines: &[String], size: usize) -> Vec<(Vec<Item>, u64)> {
+    lines
+        .chunks(size)
+        .map(|chunk| {
+            let items = chunk
+                .iter()
+                .map(|l| match serde_json::from_str(l) {
+                    Ok(serde_json::Value::Object(m)) => Item::Record(Record::insert(m)),
+                    _ => unreachable!("bench records are objects"),
+                })
+                .collect();
+            (items, chunk.iter().map(|l| l.len() as u64).sum())
+        })
+        .collect()
 }

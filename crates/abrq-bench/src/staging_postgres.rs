@@ -6,7 +6,6 @@
 
 use std::time::Instant;
 
-use abrq_core::{Item, Record};
 use abrq_sinks::relational::sqlx::{self, postgres::PgPool};
 use abrq_state::{NewBatch, PostgresStore, StateStore};
 use clap::Args;
@@ -107,21 +106,7 @@ async fn raw_loop(url: &str, lines: &[String]) -> anyhow::Result<f64> {
 async fn abrq_stage(url: &str, lines: &[String]) -> anyhow::Result<f64> {
     let store = PostgresStore::connect(url).await?;
     store.register_stream("bench").await?;
-    // Records arrive parsed, as a source hands them over; encoding them
-    // for the spool is part of staging, so it is timed.
-    let batches: Vec<(Vec<Item>, u64)> = lines
-        .chunks(BATCH)
-        .map(|chunk| {
-            let items = chunk
-                .iter()
-                .map(|l| match serde_json::from_str(l) {
-                    Ok(serde_json::Value::Object(m)) => Item::Record(Record::insert(m)),
-                    _ => unreachable!("bench records are objects"),
-                })
-                .collect();
-            (items, chunk.iter().map(|l| l.len() as u64).sum())
-        })
-        .collect();
+    let batches = super::staging::parsed_batches(lines, BATCH);
     let start = Instant::now();
     for (i, (items, bytes)) in batches.into_iter().enumerate() {
         let b = NewBatch::from_items(&items, bytes)?;
