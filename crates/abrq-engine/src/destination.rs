@@ -9,6 +9,7 @@ use tokio::sync::{watch, Notify};
 use crate::events::DestLabels;
 use crate::mark::Mark;
 use crate::supervise::{Failure, LoopHealth, LoopKind};
+use crate::tenure::TenureSlot;
 
 /// The operator's switches, mirrored from the store.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -34,6 +35,8 @@ pub struct DestShared {
     pub mark: Mark,
     pub drain_health: LoopHealth,
     pub marks_health: LoopHealth,
+    /// The drain loop's and mark writer's store handle and token.
+    pub tenure: TenureSlot,
 }
 
 impl DestShared {

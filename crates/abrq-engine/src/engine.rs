@@ -14,12 +14,14 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::clock::Clock;
+use crate::cluster::{self, Cluster, Membership};
 use crate::destination::{DestShared, Switches};
 use crate::events::{DestLabels, Events};
 use crate::mark::Mark;
 use crate::metrics::Metrics;
 use crate::stream::StreamShared;
 use crate::supervise::{describe, supervise, Failure, LoopHealth, LoopKind};
+use crate::tenure::TenureSlot;
 use crate::{drain, gc, source_task};
 
 #[derive(Debug, thiserror::Error)]
@@ -49,15 +51,31 @@ pub struct Engine {
     /// One permit per ingest request being read and staged.
     ingest_permits: Arc<Semaphore>,
     max_ingest_requests: usize,
+    /// Set when processes share the state: leases decide what runs here.
+    pub cluster: Option<Arc<Cluster>>,
 }
 
 impl Engine {
+    /// Runs every source and drain in this process (a state of its own).
     pub async fn start(
         config: &Config,
         store: Arc<dyn StateStore>,
         metrics: Arc<Metrics>,
         build: &DestinationFactory,
     ) -> Result<Arc<Engine>, StartError> {
+        Engine::start_with(config, store, None, metrics, build).await
+    }
+
+    /// With `membership`, the state is shared: this process runs the
+    /// sources and drains whose leases it holds.
+    pub async fn start_with(
+        config: &Config,
+        store: Arc<dyn StateStore>,
+        membership: Option<Membership>,
+        metrics: Arc<Metrics>,
+        build: &DestinationFactory,
+    ) -> Result<Arc<Engine>, StartError> {
+        let solo = membership.is_none();
         let cancel = CancellationToken::new();
         let events = Events::new(metrics.clone());
         let mut streams = BTreeMap::new();
@@ -70,6 +88,7 @@ impl Engine {
                 events.clone(),
                 cancel.clone(),
                 build,
+                solo,
             )
             .await?;
             streams.insert(shared.name.clone(), shared);
@@ -82,8 +101,12 @@ impl Engine {
             tasks: Mutex::new(JoinSet::new()),
             ingest_permits: Arc::new(Semaphore::new(config.server.max_ingest_requests)),
             max_ingest_requests: config.server.max_ingest_requests,
+            cluster: membership.map(|m| Arc::new(Cluster::new(m))),
         });
-        engine.spawn_tasks(config);
+        match &engine.cluster {
+            None => engine.spawn_tasks(config),
+            Some(cluster) => engine.spawn_shared(cluster.clone(), config),
+        }
         Ok(engine)
     }
 
@@ -108,7 +131,8 @@ impl Engine {
                 let s2 = s.clone();
                 tasks.spawn(async move {
                     let s = &s2;
-                    supervise(&s.source_health, &s.events, &s.cancel, || async {
+                    let cancel = s.source_tenure.cancel();
+                    supervise(&s.source_health, &s.events, &cancel, || async {
                         source_task::run(s.clone(), src_cfg.clone())
                             .await
                             .map_err(|e| describe(&e))
@@ -117,6 +141,27 @@ impl Engine {
                 });
             }
         }
+    }
+
+    /// Shared state: the GC and a follower per stream on every process;
+    /// sources and drains by lease.
+    fn spawn_shared(&self, cluster: Arc<Cluster>, config: &Config) {
+        let mut tasks = self.tasks.lock().unwrap_or_else(|p| p.into_inner());
+        let streams: Vec<_> = self.streams.values().cloned().collect();
+        for s in &streams {
+            tasks.spawn(gc::run(s.clone(), config.spool.gc_interval.0));
+            tasks.spawn(cluster::run_follower(s.clone(), self.cancel.clone()));
+        }
+        let events = match streams.first() {
+            Some(s) => s.events.clone(),
+            None => Events::new(self.metrics.clone()),
+        };
+        tasks.spawn(cluster::run_coordinator(
+            cluster,
+            streams,
+            events,
+            self.cancel.clone(),
+        ));
     }
 
     /// A permit to read and stage one ingest request, or None when
@@ -168,13 +213,16 @@ impl Engine {
     /// Every supervised task: per stream its source and GC, per
     /// destination its drain loop and mark writer.
     fn task_healths(&self) -> impl Iterator<Item = &LoopHealth> {
-        self.streams.values().flat_map(|s| {
-            [&s.source_health, &s.gc_health].into_iter().chain(
-                s.destinations
-                    .iter()
-                    .flat_map(|d| [&d.drain_health, &d.marks_health]),
-            )
-        })
+        let leases = self.cluster.as_ref().map(|c| &c.health);
+        leases
+            .into_iter()
+            .chain(self.streams.values().flat_map(|s| {
+                [&s.source_health, &s.gc_health].into_iter().chain(
+                    s.destinations
+                        .iter()
+                        .flat_map(|d| [&d.drain_health, &d.marks_health]),
+                )
+            }))
     }
 
     pub fn cancel_token(&self) -> CancellationToken {
@@ -219,6 +267,9 @@ impl Engine {
                 tracing::error!(error = %e, "task ended abnormally");
             }
         }
+        if self.cluster.is_some() {
+            return; // each held drain's mark was committed as its lease was handed back
+        }
         for s in self.streams.values() {
             for d in &s.destinations {
                 drain::flush_mark(s, d).await;
@@ -234,6 +285,7 @@ async fn register_stream(
     events: Events,
     cancel: CancellationToken,
     build: &DestinationFactory,
+    solo: bool,
 ) -> Result<Arc<StreamShared>, StartError> {
     let name = sc.name.as_str();
     let source_engine = sc.source.get_ref().engine;
@@ -298,6 +350,7 @@ async fn register_stream(
             mark: Mark::new(drow.high_water_mark),
             drain_health,
             marks_health,
+            tenure: TenureSlot::new(store.clone(), cancel.clone(), solo),
         }));
     }
     let source_health = LoopHealth::new(name, "", LoopKind::Source);
@@ -322,7 +375,6 @@ async fn register_stream(
         source_engine,
         source: sc.source.get_ref().clone(),
         batch: sc.batch.clone(),
-        store,
         events,
         staged,
         spool_bytes: AtomicU64::new(stats.bytes),
@@ -337,6 +389,8 @@ async fn register_stream(
         clock: Clock::new(),
         idempotency_window: config.server.idempotency_window.0,
         destinations,
+        source_tenure: TenureSlot::new(store.clone(), cancel.clone(), solo),
+        store,
         cancel,
     }))
 }

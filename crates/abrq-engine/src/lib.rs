@@ -3,6 +3,7 @@
 
 pub mod batcher;
 pub mod clock;
+pub mod cluster;
 pub mod control;
 pub mod destination;
 pub mod drain;
@@ -16,7 +17,9 @@ pub mod source_task;
 pub mod status;
 pub mod stream;
 pub mod supervise;
+pub mod tenure;
 
+pub use cluster::{ClusterView, Membership};
 pub use control::{ControlError, Switch};
 pub use engine::{DestinationFactory, Engine, StartError};
 pub use metrics::Metrics;

@@ -64,6 +64,20 @@ impl Mark {
         self.moved_by_store(seq);
     }
 
+    /// Another process moved the mark (this one does not drain it now).
+    pub fn observed(&self, stored: u64) {
+        self.moved_by_store(stored);
+    }
+
+    /// A new tenure starts from the mark the store holds, even one below
+    /// what this process accepted in an earlier tenure and never
+    /// committed: those batches are delivered again.
+    pub fn reset_to(&self, stored: u64) {
+        self.accepted.store(stored, Ordering::Release);
+        self.durable.store(stored, Ordering::Release);
+        self.wanted.send_replace(stored);
+    }
+
     fn moved_by_store(&self, seq: u64) {
         self.accepted.fetch_max(seq, Ordering::AcqRel);
         self.durable.fetch_max(seq, Ordering::AcqRel);

@@ -38,6 +38,9 @@ pub struct Metrics {
     pub loop_failing: IntGaugeVec,
     pub source_lag_seconds: GaugeVec,
     pub source_lag_bytes: IntGaugeVec,
+    pub leases_held: IntGaugeVec,
+    pub leases_lost: IntCounterVec,
+    pub nodes_live: IntGaugeVec,
 }
 
 fn with(base: &[&'static str], extra: &'static str) -> Vec<&'static str> {
@@ -203,6 +206,21 @@ impl Metrics {
                 "abrq_source_lag_bytes",
                 "Database sources: WAL the replication slot holds back on the server",
                 S,
+            ),
+            leases_held: gauge(
+                "abrq_node_leases_held",
+                "Shared state: leases (sources and drains) this process holds",
+                &["node"],
+            ),
+            leases_lost: counter(
+                "abrq_node_leases_lost_total",
+                "Shared state: leases this process lost to a takeover (it stopped renewing in time)",
+                &["node"],
+            ),
+            nodes_live: gauge(
+                "abrq_cluster_nodes_live",
+                "Shared state: processes whose heartbeat is current, as this process last saw",
+                &["node"],
             ),
             registry,
         }

@@ -39,7 +39,8 @@ pub struct StreamStatus {
 #[derive(Debug, Clone, Serialize)]
 pub struct SourceStatus {
     pub engine: String,
-    /// `running`, `paused` (backpressure), `done` or `failing`.
+    /// `running`, `paused` (backpressure), `done`, `failing`, or with
+    /// shared state `standby` (another process reads it).
     pub state: &'static str,
     /// Backpressure holds the source while the spool is full.
     pub paused: bool,
@@ -65,6 +66,20 @@ pub struct SourceStatus {
     pub lag_seconds: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lag_bytes: Option<i64>,
+    /// Shared state: the process reading this source now.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub holder: Option<Holder>,
+}
+
+/// Who holds a lease, as of this process's last heartbeat; `None` inside
+/// means nobody holds it now (handed back or expired, free to claim).
+#[derive(Debug, Clone, Serialize)]
+pub struct Holder {
+    pub node_id: Option<String>,
+    /// This process holds it.
+    pub here: bool,
+    pub epoch: i64,
+    pub expires_at: Option<DateTime<Utc>>,
 }
 
 /// A destination task's failure, with which task it is.
@@ -108,9 +123,34 @@ pub struct DestinationStatus {
     pub delivered_records: u64,
     pub delivered_bytes: u64,
     pub dead_lettered_batches: u64,
+    /// Shared state: the process draining this destination now.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub holder: Option<Holder>,
 }
 
 impl Engine {
+    /// Shared state only: who holds `resource`.
+    fn holder(&self, resource: &str) -> Option<Holder> {
+        let cluster = self.cluster.as_ref()?;
+        let me = cluster.membership.node.instance;
+        let view = cluster.view();
+        let lease = view.leases.iter().find(|l| l.resource == resource);
+        Some(match lease {
+            Some(l) if l.live => Holder {
+                node_id: l.node_id.clone(),
+                here: l.instance == Some(me),
+                epoch: l.epoch,
+                expires_at: l.expires_at,
+            },
+            other => Holder {
+                node_id: None,
+                here: false,
+                epoch: other.map_or(0, |l| l.epoch),
+                expires_at: None,
+            },
+        })
+    }
+
     pub async fn status(&self) -> Result<Vec<StreamStatus>, StoreError> {
         let mut out = Vec::new();
         for s in self.streams() {
@@ -148,7 +188,11 @@ impl Engine {
                 .unwrap_or(0);
             let state = destination_state(&row, task_failure.is_some());
             // The durable mark, the one the gauges and `drained()` read too.
-            let hwm = live.map_or(row.high_water_mark, |d| d.mark.durable());
+            // Shared state: another process may have moved it since.
+            let hwm = live.map_or(row.high_water_mark, |d| {
+                d.mark.durable().max(row.high_water_mark)
+            });
+            let holder = self.holder(&abrq_state::drain_resource(&s.name, &row.name));
             let behind = s.store.backlog(&s.name, hwm).await?;
             let lag_seconds = behind.oldest_staged_at.map_or(0.0, |t| {
                 (chrono::Utc::now() - t).num_milliseconds().max(0) as f64 / 1000.0
@@ -168,6 +212,7 @@ impl Engine {
                 delivered_records: m.delivered_records.with_label_values(&labels).get(),
                 delivered_bytes: m.delivered_bytes.with_label_values(&labels).get(),
                 dead_lettered_batches: dead_lettered,
+                holder,
                 name: row.name,
                 kind: row.kind,
                 enabled: row.enabled,
@@ -185,7 +230,10 @@ impl Engine {
             .clone();
         let paused = s.source_paused.load(std::sync::atomic::Ordering::Relaxed);
         let done = *s.source_done.borrow();
+        let holder = self.holder(&abrq_state::source_resource(&s.name));
+        let elsewhere = self.cluster.is_some() && !s.source_tenure.held();
         let state = match (&failure, done, paused) {
+            _ if elsewhere => "standby",
             (Some(_), _, _) => "failing",
             (None, true, _) => "done",
             (None, false, true) => "paused",
@@ -208,6 +256,7 @@ impl Engine {
                 position: progress.as_ref().map(|p| p.position.clone()),
                 lag_seconds: progress.as_ref().and_then(|p| p.lag_seconds),
                 lag_bytes: progress.as_ref().and_then(|p| p.lag_bytes),
+                holder,
             },
             spool,
             destinations,

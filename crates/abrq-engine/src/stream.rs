@@ -16,6 +16,7 @@ use crate::clock::Clock;
 use crate::destination::DestShared;
 use crate::events::Events;
 use crate::supervise::LoopHealth;
+use crate::tenure::TenureSlot;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StageError {
@@ -58,7 +59,10 @@ pub struct StreamShared {
     /// How long an ingest Idempotency-Key is remembered.
     pub idempotency_window: Duration,
     pub destinations: Vec<Arc<DestShared>>,
+    /// Ends every task of the stream (shutdown).
     pub cancel: CancellationToken,
+    /// The source task's store handle and token.
+    pub source_tenure: TenureSlot,
 }
 
 impl StreamShared {
@@ -108,14 +112,15 @@ impl StreamShared {
             self.set_source_paused(true);
             while self.spool_full() {
                 tokio::select! {
-                    _ = self.cancel.cancelled() => return Err(StageError::ShuttingDown),
+                    _ = self.source_tenure.cancel().cancelled_owned() => return Err(StageError::ShuttingDown),
                     _ = self.spool_freed.notified() => {}
                     _ = tokio::time::sleep(Duration::from_millis(500)) => {}
                 }
             }
             self.set_source_paused(false);
         }
-        self.stage_now(batches, cursor, None).await
+        let store = self.source_tenure.store();
+        self.stage_now(&*store, batches, cursor, None).await
     }
 
     /// Stages for an ingest request: refuses at once while the spool is
@@ -131,11 +136,13 @@ impl StreamShared {
                 max: self.max_spool_bytes,
             });
         }
-        self.stage_now(batches, None, request_key).await
+        self.stage_now(&*self.store, batches, None, request_key)
+            .await
     }
 
     async fn stage_now(
         &self,
+        store: &dyn StateStore,
         batches: Vec<NewBatch>,
         cursor: Option<String>,
         request_key: Option<RequestKey<'_>>,
@@ -143,8 +150,7 @@ impl StreamShared {
         let records: u64 = batches.iter().map(|b| b.records).sum();
         let bytes: u64 = batches.iter().map(|b| b.bytes).sum();
         let n = batches.len() as u64;
-        let outcome = self
-            .store
+        let outcome = store
             .stage(&self.name, batches, cursor, request_key)
             .await?;
         if let StageOutcome::Staged(seqs) = &outcome {

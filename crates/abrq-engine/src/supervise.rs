@@ -32,6 +32,8 @@ pub enum LoopKind {
     Gc,
     Drain,
     Marks,
+    /// Heartbeat, lease renewal and claims, with PostgreSQL state.
+    Leases,
 }
 
 impl LoopKind {
@@ -41,6 +43,7 @@ impl LoopKind {
             LoopKind::Gc => "gc",
             LoopKind::Drain => "drain",
             LoopKind::Marks => "marks",
+            LoopKind::Leases => "leases",
         }
     }
 }

@@ -3,12 +3,16 @@
 //! holds the one test suite every backend must pass.
 
 pub mod conformance;
+pub mod lease;
 pub mod payload;
 pub mod postgres;
 pub mod sqlite;
 pub mod store;
 pub mod types;
 
+pub use lease::{
+    drain_resource, source_resource, Fence, LeaseRow, LeaseStore, NodeIdentity, NodeRow,
+};
 pub use postgres::PostgresStore;
 pub use sqlite::SqliteStore;
 pub use store::{StateStore, StoreError, StoreResult};

@@ -31,6 +31,13 @@ pub enum StoreError {
         #[source]
         source: crate::payload::LineError,
     },
+    /// A holder's write after another process took its lease over.
+    #[error("lease {resource:?} was taken over (this write carried epoch {epoch}, the lease is at {current}); the write was refused")]
+    Fenced {
+        resource: String,
+        epoch: i64,
+        current: i64,
+    },
     #[error(transparent)]
     Backend(#[from] anyhow::Error),
 }

@@ -106,6 +106,16 @@ impl Config {
     fn validate(&self, text: &str) -> Result<(), String> {
         self.state_location()
             .map_err(|e| format!("state.url: {e}"))?;
+        let lease = self.state.lease_timeout.0;
+        if lease < std::time::Duration::from_secs(1) {
+            return Err("state.lease_timeout must be at least 1s".into());
+        }
+        if self.state.heartbeat() * 2 > lease || self.state.heartbeat().is_zero() {
+            return Err(format!(
+                "state.heartbeat must be above zero and at most half of state.lease_timeout ({lease:?}), \
+                 so a lease is renewed at least twice before it expires"
+            ));
+        }
         let mut names = HashSet::new();
         for s in &self.streams {
             let at = line_of(text, s);

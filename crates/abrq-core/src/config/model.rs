@@ -30,12 +30,47 @@ fn default_data_dir() -> Text {
     Text("./abrq-data".into())
 }
 
-#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct StateConfig {
     /// `sqlite://PATH` or `postgres://...`; unset means
     /// `{data_dir}/state.db`.
     pub url: Option<Text>,
+    /// This process's name among the processes sharing PostgreSQL state;
+    /// unset means `{hostname}-{pid}`. Only a label: two processes with
+    /// the same name still hold leases apart.
+    pub node_id: Option<Text>,
+    /// A process that stops renewing loses its leases after this long and
+    /// another takes its work over.
+    #[serde(default = "default_lease_timeout")]
+    pub lease_timeout: Dur,
+    /// How often a process renews its leases and looks for work; unset
+    /// means a third of `lease_timeout`.
+    pub heartbeat: Option<Dur>,
+}
+
+impl Default for StateConfig {
+    fn default() -> Self {
+        StateConfig {
+            url: None,
+            node_id: None,
+            lease_timeout: default_lease_timeout(),
+            heartbeat: None,
+        }
+    }
+}
+
+impl StateConfig {
+    pub fn heartbeat(&self) -> std::time::Duration {
+        match &self.heartbeat {
+            Some(d) => d.0,
+            None => self.lease_timeout.0 / 3,
+        }
+    }
+}
+
+fn default_lease_timeout() -> Dur {
+    Dur(std::time::Duration::from_secs(10))
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize)]

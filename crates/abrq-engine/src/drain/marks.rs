@@ -14,9 +14,12 @@ use crate::supervise::{describe, supervise};
 
 /// The mark writer of one destination, under its supervisor.
 pub async fn run_marks(stream: Arc<StreamShared>, dest: Arc<DestShared>) {
-    supervise(&dest.marks_health, &stream.events, &stream.cancel, || {
-        write_marks(&stream, &dest)
-    })
+    supervise(
+        &dest.marks_health,
+        &stream.events,
+        &dest.tenure.cancel(),
+        || write_marks(&stream, &dest),
+    )
     .await
 }
 
@@ -28,7 +31,7 @@ async fn write_marks(stream: &StreamShared, dest: &DestShared) -> Result<(), Str
         tokio::select! {
             // The engine commits the last marks itself once every drain
             // loop has stopped (see `flush_mark`).
-            _ = stream.cancel.cancelled() => return Ok(()),
+            _ = dest.tenure.cancel().cancelled_owned() => return Ok(()),
             changed = wanted.changed() => {
                 if changed.is_err() {
                     return Ok(());
@@ -41,7 +44,11 @@ async fn write_marks(stream: &StreamShared, dest: &DestShared) -> Result<(), Str
 async fn commit(stream: &StreamShared, dest: &DestShared) -> Result<(), String> {
     let moved = dest
         .mark
-        .commit(&*stream.store, &stream.name, &dest.labels.destination)
+        .commit(
+            &*dest.tenure.store(),
+            &stream.name,
+            &dest.labels.destination,
+        )
         .await
         .map_err(|e| format!("cannot commit the high-water mark: {}", describe(&e)))?;
     if moved {

@@ -35,7 +35,7 @@ pub async fn run(stream: Arc<StreamShared>, dest: Arc<DestShared>) {
     supervise(
         &dest.drain_health,
         &stream.events,
-        &stream.cancel,
+        &dest.tenure.cancel(),
         || async {
             Drainer::new(&stream, &dest)
                 .run()
@@ -94,7 +94,7 @@ impl<'a> Drainer<'a> {
     }
 
     async fn step(&mut self) -> Result<Flow, StoreError> {
-        if self.stream.cancel.is_cancelled() {
+        if self.dest.tenure.cancel().is_cancelled() {
             return Ok(Flow::Stop);
         }
         if !self.dest.switches().draining() {
@@ -152,7 +152,7 @@ impl<'a> Drainer<'a> {
         self.prefetched = None;
         self.attempts = 0;
         tokio::select! {
-            _ = self.stream.cancel.cancelled() => Flow::Stop,
+            _ = self.dest.tenure.cancel().cancelled_owned() => Flow::Stop,
             _ = self.switches.changed() => Flow::Next,
         }
     }
@@ -164,7 +164,7 @@ impl<'a> Drainer<'a> {
             return Flow::Next; // staged between the read and the subscribe
         }
         tokio::select! {
-            _ = self.stream.cancel.cancelled() => Flow::Stop,
+            _ = self.dest.tenure.cancel().cancelled_owned() => Flow::Stop,
             _ = self.staged.changed() => Flow::Next,
             _ = self.switches.changed() => Flow::Next,
             _ = self.dest.wake.notified() => Flow::Next,
@@ -189,7 +189,7 @@ impl<'a> Drainer<'a> {
     async fn wait_for_breaker(&mut self, until: DateTime<Utc>) -> Flow {
         let wait = self.stream.clock.until(until);
         tokio::select! {
-            _ = self.stream.cancel.cancelled() => Flow::Stop,
+            _ = self.dest.tenure.cancel().cancelled_owned() => Flow::Stop,
             _ = tokio::time::sleep(wait) => Flow::Next,
             _ = self.dest.wake.notified() => Flow::Next,
             _ = self.switches.changed() => Flow::Next,
@@ -231,8 +231,8 @@ impl<'a> Drainer<'a> {
             abrq_core::Transition::Counted { .. } | abrq_core::Transition::HalfOpened => {}
         }
         stream.events.breaker_changed(&dest.labels, &state);
-        stream
-            .store
+        dest.tenure
+            .store()
             .save_breaker(&stream.name, &dest.labels.destination, &state)
             .await
     }

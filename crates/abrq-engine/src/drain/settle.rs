@@ -76,8 +76,8 @@ impl Drainer<'_> {
             .attempt_failed(&dest.labels, first, 1, &err, took);
         let describe = err.describe();
         tracing::warn!(stream = %stream.name, destination = %dest.labels.destination, first, last, error = %describe, "grouped attempt failed; its batches go one at a time");
-        stream
-            .store
+        dest.tenure
+            .store()
             .set_last_error(&stream.name, &dest.labels.destination, Some(&describe))
             .await?;
         if let Disposition::DeadLetter(_) = err.disposition {
@@ -91,7 +91,7 @@ impl Drainer<'_> {
             .retry_after
             .unwrap_or_else(|| dest.retry.backoff(1, &mut self.rng));
         Ok(tokio::select! {
-            _ = stream.cancel.cancelled() => Flow::Stop,
+            _ = dest.tenure.cancel().cancelled_owned() => Flow::Stop,
             _ = tokio::time::sleep(pause) => Flow::Next,
             _ = dest.wake.notified() => Flow::Next,
         })
@@ -111,8 +111,8 @@ impl Drainer<'_> {
             .events
             .attempt_failed(&dest.labels, seq, attempts, &err, took);
         let describe = err.describe();
-        stream
-            .store
+        dest.tenure
+            .store()
             .set_last_error(&stream.name, &dest.labels.destination, Some(&describe))
             .await?;
         let class = match err.disposition {
@@ -134,7 +134,7 @@ impl Drainer<'_> {
             .retry_after
             .unwrap_or_else(|| dest.retry.backoff(attempts, &mut self.rng));
         Ok(tokio::select! {
-            _ = stream.cancel.cancelled() => Flow::Stop,
+            _ = dest.tenure.cancel().cancelled_owned() => Flow::Stop,
             _ = tokio::time::sleep(pause) => Flow::Next,
             _ = dest.wake.notified() => Flow::Next,
         })
@@ -152,8 +152,8 @@ async fn dead_letter(
     match work {
         Work::Spool(batch) => {
             let seq = batch.meta.seq;
-            stream
-                .store
+            dest.tenure
+                .store()
                 .dead_letter(&dest.labels.destination, &batch, class, error, attempts)
                 .await?;
             dest.mark.dead_lettered(seq);
@@ -181,7 +181,7 @@ pub(super) async fn finish_replay(
     outcome: Result<(), (ReasonClass, String)>,
 ) -> Result<bool, StoreError> {
     let delivered = outcome.is_ok();
-    match stream.store.finish_replay(id, outcome).await {
+    match dest.tenure.store().finish_replay(id, outcome).await {
         Ok(()) => Ok(true),
         Err(StoreError::NotPending { state, .. }) => {
             tracing::warn!(stream = %stream.name, destination = %dest.labels.destination, id, state, delivered, "dead letter was no longer pending when its replay ended");

@@ -43,7 +43,7 @@ pub(super) async fn next(
     group: usize,
     mut prefetched: Option<Work>,
 ) -> Result<Option<Work>, StoreError> {
-    let store = &stream.store;
+    let store = dest.tenure.store();
     let (s, d) = (stream.name.as_str(), dest.labels.destination.as_str());
     loop {
         match store.next_replay(s, d).await {

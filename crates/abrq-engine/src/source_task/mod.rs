@@ -231,7 +231,7 @@ async fn pump<R: Reader>(
     let mut first_at: Option<Instant> = None;
     let mut group = Group::new(stream.clone());
     loop {
-        if stream.cancel.is_cancelled() {
+        if stream.source_tenure.cancel().is_cancelled() {
             // unstaged records are read again after a restart
             return group.flush(&mut source).await;
         }
@@ -293,7 +293,7 @@ async fn pump<R: Reader>(
                 None => pace.idle,
             };
             tokio::select! {
-                _ = stream.cancel.cancelled() => return Ok(()),
+                _ = stream.source_tenure.cancel().cancelled_owned() => return Ok(()),
                 _ = tokio::time::sleep(nap) => {}
             }
         }

@@ -12,6 +12,7 @@
 
 mod dead_letters;
 mod destinations;
+mod leases;
 mod rows;
 mod schema;
 mod spool;
@@ -32,10 +33,6 @@ use crate::store::{StoreError, StoreResult};
 const MAX_CONNECTIONS: u32 = 8;
 /// How long a call waits for a free (or new) connection before failing.
 const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(30);
-/// The advisory lock key of [`PostgresStore::hold_exclusive`]; not the
-/// migration's (`schema::MIGRATION_LOCK`), which a second process must
-/// still be able to take.
-const EXCLUSIVE_LOCK: i64 = 0x6162_7201;
 /// How long opening the store waits for the server's first answer.
 const FIRST_CONNECT: Duration = Duration::from_secs(10);
 
@@ -45,8 +42,9 @@ pub struct PostgresStore {
     pool: PgPool,
     /// The URL with its password hidden, for messages.
     shown: Arc<str>,
-    /// The connection holding [`PostgresStore::hold_exclusive`]'s lock.
-    exclusive: Arc<tokio::sync::Mutex<Option<PgConnection>>>,
+    /// Set on a holder's handle ([`crate::LeaseStore::fenced`]): every
+    /// write checks it first.
+    fence: Option<Arc<crate::Fence>>,
 }
 
 impl std::fmt::Debug for PostgresStore {
@@ -99,62 +97,8 @@ impl PostgresStore {
         Ok(PostgresStore {
             pool,
             shown,
-            exclusive: Arc::default(),
+            fence: None,
         })
-    }
-
-    /// Takes the state for this process alone, for as long as it runs: a
-    /// session advisory lock on a connection of its own. Until leases let
-    /// several processes share the work, a second `abrq run` on the same
-    /// state is refused, naming the one that holds it, instead of reading
-    /// every source a second time.
-    pub async fn hold_exclusive(&self, who: &str) -> StoreResult<()> {
-        let shown = self.shown.clone();
-        let fail =
-            |e: anyhow::Error| StoreError::Backend(e.context(format!("postgres state {shown}")));
-        let mut conn = self
-            .pool
-            .acquire()
-            .await
-            .context("connecting")
-            .map_err(fail)?
-            .detach();
-        sqlx::query("SELECT set_config('application_name', $1, false)")
-            .bind(who)
-            .execute(&mut conn)
-            .await
-            .context("naming the session")
-            .map_err(fail)?;
-        let took: bool = sqlx::query_scalar("SELECT pg_try_advisory_lock($1)")
-            .bind(EXCLUSIVE_LOCK)
-            .fetch_one(&mut conn)
-            .await
-            .context("taking the state's lock")
-            .map_err(fail)?;
-        if !took {
-            let holder: Option<(String, Option<String>)> = sqlx::query_as(
-                "SELECT a.application_name, a.client_addr::text
-                 FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
-                 WHERE l.locktype = 'advisory' AND l.granted
-                   AND l.objid = ($1 & 4294967295)::oid LIMIT 1",
-            )
-            .bind(EXCLUSIVE_LOCK)
-            .fetch_optional(&mut conn)
-            .await
-            .unwrap_or(None);
-            let by = match holder {
-                Some((app, addr)) => {
-                    format!("{app} from {}", addr.as_deref().unwrap_or("a local socket"))
-                }
-                None => "another session".to_string(),
-            };
-            return Err(fail(anyhow::anyhow!(
-                "another abrq process holds this state ({by}); one process per state database \
-                 until leases let several share the work"
-            )));
-        }
-        *self.exclusive.lock().await = Some(conn);
-        Ok(())
     }
 
     /// Runs `f` in one transaction and commits when it returns Ok; an error
@@ -167,11 +111,27 @@ impl PostgresStore {
     ) -> StoreResult<T> {
         let run = async {
             let mut tx = self.pool.begin().await?;
+            if let Some(fence) = &self.fence {
+                leases::check_fence(&mut tx, fence).await?;
+            }
             let out = f(&mut tx).await?;
             tx.commit().await?;
             Ok(out)
         };
         run.await.map_err(|e| context(op, e))
+    }
+
+    /// A holder's write of one statement: in a transaction with the fence
+    /// check when this handle is fenced, as it is otherwise.
+    async fn holder_write<T>(
+        &self,
+        op: &'static str,
+        f: impl AsyncFnOnce(&mut PgConnection) -> StoreResult<T>,
+    ) -> StoreResult<T> {
+        match self.fence {
+            Some(_) => self.write(op, f).await,
+            None => self.run(op, f).await,
+        }
     }
 
     /// Runs `f` on a pooled connection outside a transaction: for reads and

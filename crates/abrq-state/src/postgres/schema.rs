@@ -11,7 +11,7 @@ use sqlx::postgres::PgConnection;
 use sqlx::{Acquire as _, Executor as _, Row as _};
 
 /// Migration `i` brings the schema from version `i` to `i + 1`.
-const MIGRATIONS: &[&str] = &[V1];
+const MIGRATIONS: &[&str] = &[V1, V2];
 
 /// Held (for the migration's transaction) by whoever migrates, so two abrq
 /// processes starting at once against a new database do not both create it.
@@ -123,6 +123,36 @@ CREATE TABLE abrq.skipped_ranges (
     at             BIGINT NOT NULL
 );
 CREATE INDEX skipped_ranges_by_destination ON abrq.skipped_ranges (destination_id, from_seq);
+"#;
+
+/// Leases (see `lease.rs`). Their times come from the database's clock, the
+/// one clock every process shares: `abrq.clock_ms()`.
+const V2: &str = r#"
+CREATE FUNCTION abrq.clock_ms() RETURNS BIGINT LANGUAGE sql VOLATILE AS
+$$ SELECT (extract(epoch FROM clock_timestamp()) * 1000)::BIGINT $$;
+
+-- One row per running process, keyed by the instance it made at start:
+-- node_id is a label two processes may share.
+CREATE TABLE abrq.nodes (
+    instance     TEXT PRIMARY KEY,
+    node_id      TEXT NOT NULL,
+    host         TEXT NOT NULL,
+    pid          BIGINT NOT NULL,
+    started_at   BIGINT NOT NULL,
+    heartbeat_at BIGINT NOT NULL,
+    expires_at   BIGINT NOT NULL
+);
+
+-- One row per resource ever held. The epoch only grows: each claim takes
+-- the next one, and a holder's writes carry theirs.
+CREATE TABLE abrq.leases (
+    resource    TEXT PRIMARY KEY,
+    node_id     TEXT,
+    instance    TEXT,
+    epoch       BIGINT NOT NULL,
+    acquired_at BIGINT,
+    expires_at  BIGINT
+);
 "#;
 
 /// Creates the schema if needed and applies the missing migrations and the

@@ -140,7 +140,7 @@ impl StateStore for PostgresStore {
     }
 
     async fn advance(&self, stream: &str, destination: &str, seq: u64) -> StoreResult<()> {
-        self.run("advance", async |c| {
+        self.holder_write("advance", async |c| {
             destinations::advance(c, stream, destination, seq).await
         })
         .await
@@ -152,7 +152,7 @@ impl StateStore for PostgresStore {
         destination: &str,
         error: Option<&str>,
     ) -> StoreResult<()> {
-        self.run("set_last_error", async |c| {
+        self.holder_write("set_last_error", async |c| {
             destinations::set_last_error(c, stream, destination, error).await
         })
         .await
@@ -183,7 +183,7 @@ impl StateStore for PostgresStore {
         destination: &str,
         state: &BreakerState,
     ) -> StoreResult<()> {
-        self.run("save_breaker", async |c| {
+        self.holder_write("save_breaker", async |c| {
             destinations::save_breaker(c, stream, destination, state).await
         })
         .await

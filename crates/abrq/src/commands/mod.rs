@@ -50,10 +50,15 @@ pub fn load_config(path: &Path) -> Result<Config, ConfigError> {
     Ok(config)
 }
 
-/// Opens the state store the config names (SQLite under data_dir by
-/// default). `exclusive` (a run) takes a PostgreSQL state for this
-/// process alone.
-pub async fn open_store(config: &Config, exclusive: bool) -> anyhow::Result<Arc<dyn StateStore>> {
+/// The state store the config names (SQLite under data_dir by default)
+/// and, when it is PostgreSQL, the leases through which processes share
+/// it.
+pub struct OpenedStore {
+    pub store: Arc<dyn StateStore>,
+    pub leases: Option<Arc<dyn abrq_state::LeaseStore>>,
+}
+
+pub async fn open_store(config: &Config) -> anyhow::Result<OpenedStore> {
     let location = config
         .state_location()
         .map_err(|e| anyhow::anyhow!("state.url: {e}"))?;
@@ -61,23 +66,33 @@ pub async fn open_store(config: &Config, exclusive: bool) -> anyhow::Result<Arc<
         StateLocation::Sqlite(path) => {
             let store = SqliteStore::open(&path)
                 .with_context(|| format!("opening state store {}", path.display()))?;
-            Ok(Arc::new(store))
+            Ok(OpenedStore {
+                store: Arc::new(store),
+                leases: None,
+            })
         }
         // The store's errors name the URL with its password hidden.
         StateLocation::Postgres(url) => {
-            let store = abrq_state::PostgresStore::connect(&url)
-                .await
-                .context("opening state store")?;
-            if exclusive {
-                let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-                    .map(|h| h.trim().to_string())
-                    .unwrap_or_else(|_| "this host".into());
-                let who = format!("abrq run on {host}, pid {}", std::process::id());
-                store.hold_exclusive(&who).await?;
-            }
-            Ok(Arc::new(store))
+            let store = Arc::new(
+                abrq_state::PostgresStore::connect(&url)
+                    .await
+                    .context("opening state store")?,
+            );
+            Ok(OpenedStore {
+                store: store.clone(),
+                leases: Some(store),
+            })
         }
     }
+}
+
+/// This machine's name, for node ids and messages.
+pub fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .ok()
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "localhost".into())
 }
 
 /// The sinks crate's factory, as the engine wants it.

@@ -5,7 +5,7 @@ use std::io::IsTerminal;
 use std::path::Path;
 use std::sync::Arc;
 
-use abrq_engine::{Engine, Metrics};
+use abrq_engine::{Engine, Membership, Metrics};
 use anyhow::Context;
 
 use crate::report;
@@ -18,12 +18,23 @@ pub async fn run(config_path: &Path, until_drained: bool, no_progress: bool) -> 
     if let Some(tls) = &tls {
         tls.clone().reload_on_hangup()?;
     }
-    let store = super::open_store(&config, true).await?;
+    let opened = super::open_store(&config).await?;
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .with_context(|| format!("cannot listen on {addr} (server.listen)"))?;
     let metrics = Arc::new(Metrics::new());
-    let engine = Engine::start(&config, store, metrics, &super::destination_factory).await?;
+    let membership = opened.leases.map(|leases| membership(&config, leases));
+    if let Some(m) = &membership {
+        tracing::info!(node_id = %m.node.node_id, instance = %m.node.instance, lease_timeout = ?m.lease_timeout, "sharing the state with any other process on it");
+    }
+    let engine = Engine::start_with(
+        &config,
+        opened.store,
+        membership,
+        metrics,
+        &super::destination_factory,
+    )
+    .await?;
     tracing::info!(
         listen = %addr,
         tls = tls.is_some(),
@@ -54,6 +65,31 @@ pub async fn run(config_path: &Path, until_drained: bool, no_progress: bool) -> 
         println!("{}", report::summary(&engine).await?);
     }
     outcome
+}
+
+/// This process among those sharing the state: `state.node_id`, else
+/// `{hostname}-{pid}`.
+fn membership(
+    config: &abrq_core::config::Config,
+    leases: Arc<dyn abrq_state::LeaseStore>,
+) -> Membership {
+    let host = super::hostname();
+    let pid = std::process::id();
+    let node_id = match &config.state.node_id {
+        Some(id) if !id.as_str().is_empty() => id.as_str().to_string(),
+        _ => format!("{host}-{pid}"),
+    };
+    Membership {
+        leases,
+        node: abrq_state::NodeIdentity {
+            node_id,
+            instance: uuid::Uuid::new_v4(),
+        },
+        host,
+        pid,
+        lease_timeout: config.state.lease_timeout.0,
+        heartbeat: config.state.heartbeat(),
+    }
 }
 
 async fn wait_for_signal() -> anyhow::Result<()> {

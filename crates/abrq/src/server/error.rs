@@ -60,7 +60,7 @@ fn store_status(e: &abrq_state::StoreError) -> StatusCode {
         }
         S::NotPending { .. } => StatusCode::CONFLICT,
         S::Payload { .. } | S::ReplayPayload { .. } => StatusCode::UNPROCESSABLE_ENTITY,
-        S::Backend(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        S::Backend(_) | S::Fenced { .. } => StatusCode::INTERNAL_SERVER_ERROR,
     }
 }
 

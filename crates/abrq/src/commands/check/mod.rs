@@ -48,7 +48,7 @@ pub async fn check(config_path: &Path, verbose: bool, deadline: Duration) -> any
     if crate::server::Tls::from_config(&config.server)?.is_some() {
         println!("ok    tls certificate and key");
     }
-    let store = super::open_store(&config, false).await?;
+    let store = super::open_store(&config).await?.store;
     match config.state_location() {
         Ok(at) => println!("ok    state store {at}"),
         Err(_) => println!("ok    state store"),

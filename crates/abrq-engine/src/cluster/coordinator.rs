@@ -1,0 +1,186 @@
+//! The heartbeat loop: renew, stop what was lost, balance, claim.
+//!
+//! Balance is a fair share: resources / live processes, rounded up. A
+//! process above it hands leases back (gracefully: the last mark committed
+//! first) so a process that joined finds free ones; one below it claims
+//! free or expired leases. Each process starts its scan at its own offset,
+//! so processes joining at once do not all race for the same leases.
+
+use std::collections::BTreeMap;
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+use std::time::Instant;
+
+use abrq_state::{Fence, StoreResult};
+use tokio_util::sync::CancellationToken;
+
+use super::tenures::{self, Held, Resource};
+use super::Cluster;
+use crate::events::Events;
+use crate::stream::StreamShared;
+use crate::supervise::describe;
+
+pub(crate) async fn run(
+    cluster: Arc<Cluster>,
+    streams: Vec<Arc<StreamShared>>,
+    events: Events,
+    cancel: CancellationToken,
+) {
+    let mut c = Coordinator {
+        resources: Resource::all(&streams),
+        held: BTreeMap::new(),
+        renewed_at: Instant::now(),
+        events,
+        cluster,
+    };
+    let every = c.cluster.membership.heartbeat;
+    loop {
+        match c.tick().await {
+            Ok(()) => c.cluster.health.progressed(),
+            Err(e) => {
+                let error = format!("cannot renew or claim leases: {}", describe(&e));
+                c.cluster.health.fail(&error);
+                tracing::warn!(error, "heartbeat failed");
+                // Past the timeout another process may hold these leases:
+                // stop their work here (the store refuses its writes anyway).
+                if c.renewed_at.elapsed() >= c.cluster.membership.lease_timeout {
+                    c.lose_all().await;
+                }
+            }
+        }
+        c.publish();
+        tokio::select! {
+            _ = cancel.cancelled() => break,
+            _ = tokio::time::sleep(every) => {}
+        }
+    }
+    c.hand_back_all().await;
+}
+
+struct Coordinator {
+    cluster: Arc<Cluster>,
+    resources: Vec<Resource>,
+    held: BTreeMap<String, Held>,
+    /// When the leases were last renewed.
+    renewed_at: Instant,
+    events: Events,
+}
+
+impl Coordinator {
+    async fn tick(&mut self) -> StoreResult<()> {
+        let m = &self.cluster.membership;
+        let leases = m.leases.clone();
+        let started = Instant::now();
+        leases
+            .heartbeat(&m.node, &m.host, m.pid, m.lease_timeout)
+            .await?;
+        let fences: Vec<Fence> = self.held.values().map(|h| h.fence.clone()).collect();
+        let kept = leases.renew(&fences, m.lease_timeout).await?;
+        self.renewed_at = started;
+        for f in fences.iter().filter(|f| !kept.contains(f)) {
+            if let Some(h) = self.held.remove(&f.resource) {
+                self.events
+                    .metrics
+                    .leases_lost
+                    .with_label_values(&[&m.node.node_id])
+                    .inc();
+                tenures::stop(&*leases, h, false).await;
+            }
+        }
+        let nodes = leases.nodes().await?;
+        let rows = leases.leases().await?;
+        let live = nodes.iter().filter(|n| n.live).count().max(1);
+        let share = self.resources.len().div_ceil(live);
+        // The fewest leases another live process holds: one of ours goes
+        // back while we hold two more than it (3 leases on 2 + 1 + 0
+        // processes become 1 + 1 + 1).
+        let fewest = nodes
+            .iter()
+            .filter(|n| n.live && n.instance != m.node.instance)
+            .map(|n| {
+                rows.iter()
+                    .filter(|l| l.live && l.instance == Some(n.instance))
+                    .count()
+            })
+            .min();
+        let give_back = match fewest {
+            _ if self.held.len() > share => self.held.len() - share,
+            Some(f) if self.held.len() > f + 1 => 1,
+            _ => 0,
+        };
+        if give_back > 0 {
+            let extra: Vec<String> = self.held.keys().rev().take(give_back).cloned().collect();
+            for r in extra {
+                if let Some(h) = self.held.remove(&r) {
+                    tenures::stop(&*leases, h, true).await;
+                }
+            }
+        } else if self.held.len() < share {
+            let taken = |name: &str| rows.iter().any(|l| l.resource == name && l.live);
+            let offset = self.offset();
+            let n = self.resources.len();
+            for i in 0..n {
+                if self.held.len() >= share {
+                    break;
+                }
+                let r = self.resources[(offset + i) % n].clone();
+                let name = r.name();
+                if self.held.contains_key(&name) || taken(&name) {
+                    continue;
+                }
+                let Some(fence) = leases.claim(&name, &m.node, m.lease_timeout).await? else {
+                    continue; // claimed by another process since the read
+                };
+                match tenures::start(&*leases, r, fence.clone()).await {
+                    Ok(h) => {
+                        self.held.insert(name, h);
+                    }
+                    Err(e) => {
+                        // Hand it back rather than sit on it unworked.
+                        let _ = leases.release(&fence).await;
+                        return Err(e);
+                    }
+                }
+            }
+        }
+        self.cluster.set_view(nodes, leases.leases().await?);
+        Ok(())
+    }
+
+    /// Where this process starts scanning for free leases.
+    fn offset(&self) -> usize {
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        self.cluster.membership.node.instance.hash(&mut h);
+        (h.finish() as usize) % self.resources.len().max(1)
+    }
+
+    fn publish(&self) {
+        let m = &self.events.metrics;
+        let node = &self.cluster.membership.node.node_id;
+        m.leases_held
+            .with_label_values(&[node])
+            .set(self.held.len() as i64);
+        let live = self.cluster.view().nodes.iter().filter(|n| n.live).count();
+        m.nodes_live.with_label_values(&[node]).set(live as i64);
+    }
+
+    async fn lose_all(&mut self) {
+        let leases = self.cluster.membership.leases.clone();
+        for (_, h) in std::mem::take(&mut self.held) {
+            tenures::stop(&*leases, h, false).await;
+        }
+    }
+
+    /// Shutdown: every lease handed back at once, so others take over
+    /// without waiting for the expiry; then this process leaves.
+    async fn hand_back_all(&mut self) {
+        let m = &self.cluster.membership;
+        let leases = m.leases.clone();
+        for (_, h) in std::mem::take(&mut self.held) {
+            tenures::stop(&*leases, h, true).await;
+        }
+        if let Err(e) = leases.leave(&m.node).await {
+            tracing::warn!(error = %describe(&e), "could not leave the shared state; this process shows as dead until its heartbeat expires");
+        }
+    }
+}

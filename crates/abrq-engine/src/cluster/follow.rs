@@ -1,0 +1,84 @@
+//! What other processes write to the shared state, brought into this
+//! process every [`EVERY`]: batches another process staged wake the drain
+//! loops held here; marks of drains held elsewhere keep status right; an
+//! operator's pause or breaker reset through any process reaches the
+//! holder within a second.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use abrq_core::BreakerState;
+use abrq_state::StoreResult;
+use tokio_util::sync::CancellationToken;
+
+use crate::destination::Switches;
+use crate::stream::StreamShared;
+use crate::supervise::describe;
+
+const EVERY: Duration = Duration::from_millis(250);
+
+pub(crate) async fn run(stream: Arc<StreamShared>, cancel: CancellationToken) {
+    let mut failing = false;
+    loop {
+        tokio::select! {
+            _ = cancel.cancelled() => return,
+            _ = tokio::time::sleep(EVERY) => {}
+        }
+        match follow(&stream).await {
+            Ok(()) => failing = false,
+            // The heartbeat's health reports a store that cannot be
+            // reached; this says it once per outage.
+            Err(e) if !failing => {
+                failing = true;
+                tracing::warn!(stream = %stream.name, error = %describe(&e), "cannot read the shared state; retrying");
+            }
+            Err(_) => {}
+        }
+    }
+}
+
+async fn follow(s: &StreamShared) -> StoreResult<()> {
+    let stats = s.store.spool_stats(&s.name).await?;
+    s.staged.send_if_modified(|v| {
+        let up = stats.last_seq > *v;
+        if up {
+            *v = stats.last_seq;
+        }
+        up
+    });
+    if !s.source_tenure.held() {
+        s.spool_bytes
+            .store(stats.bytes, std::sync::atomic::Ordering::Relaxed);
+    }
+    for row in s.store.destinations(&s.name).await? {
+        let Some(d) = s.destination(&row.name) else {
+            continue;
+        };
+        let switches = Switches {
+            enabled: row.enabled,
+            paused: row.paused,
+        };
+        d.switches.send_if_modified(|v| {
+            let changed = *v != switches;
+            *v = switches;
+            changed
+        });
+        if !d.tenure.held() {
+            d.mark.observed(row.high_water_mark);
+            d.with_breaker(|b| b.state = row.breaker);
+            continue;
+        }
+        // An operator reset the breaker through another process: the
+        // stored state is closed while the holder's is not.
+        let reset = row.breaker == (BreakerState::Closed { failures: 0 })
+            && !matches!(d.breaker_state(), BreakerState::Closed { .. });
+        if reset && d.with_breaker(|b| b.reset()).is_some() {
+            s.events.breaker_changed(&d.labels, &row.breaker);
+            tracing::info!(stream = %s.name, destination = %row.name, "circuit reset by an operator through another process");
+        }
+        // A replay asked for through another process is found by the next
+        // read of the drain loop.
+        d.wake.notify_one();
+    }
+    Ok(())
+}
