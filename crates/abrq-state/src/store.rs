@@ -32,7 +32,7 @@ pub enum StoreError {
         source: crate::payload::LineError,
     },
     /// A holder's write after another process took its lease over.
-    #[error("lease {resource:?} was taken over (this write carried epoch {epoch}, the lease is at {current}); the write was refused")]
+    #[error("lease {resource:?} is no longer held by this process at epoch {epoch} (it was handed back or taken over; the lease is at epoch {current}); the write was refused")]
     Fenced {
         resource: String,
         epoch: i64,

@@ -139,6 +139,8 @@ async fn tables_live_in_the_abrq_schema() {
             "dead_letters",
             "destinations",
             "ingest_requests",
+            "leases",
+            "nodes",
             "schema_version",
             "skipped_ranges",
             "spool",
@@ -163,7 +165,7 @@ async fn migrates_once_and_refuses_newer_databases() {
         .fetch_one(&mut conn)
         .await
         .expect("version");
-    assert_eq!(version, 1);
+    assert_eq!(version, 2);
 
     conn.execute("UPDATE abrq.schema_version SET version = 99")
         .await
