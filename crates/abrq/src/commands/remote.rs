@@ -116,10 +116,16 @@ fn print_json(v: &Value) {
 }
 
 pub async fn status(remote: &Remote, json: bool) -> anyhow::Result<()> {
-    let body = Client::new(remote)?.get("/v1/streams").await?;
+    let client = Client::new(remote)?;
+    let body = client.get("/v1/streams").await?;
     if json {
         print_json(&body);
     } else {
+        // Shared state: which processes take part, before who holds what.
+        let cluster = client.get("/v1/cluster").await?;
+        if cluster["shared"] == true {
+            println!("{}", report::nodes_table(&cluster));
+        }
         println!("{}", report::source_table(&body));
         println!("{}", report::status_table(&body, None));
     }

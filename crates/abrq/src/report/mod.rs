@@ -5,4 +5,4 @@ mod progress;
 mod status;
 
 pub use progress::{summary, Progress};
-pub use status::{dead_letter_table, source_table, status_table, Rates};
+pub use status::{dead_letter_table, nodes_table, source_table, status_table, Rates};

@@ -47,9 +47,13 @@ fn num(v: &Value) -> u64 {
 /// One row per stream's source: its state, where it reads (a database
 /// source's slot and LSN, or last row) and how far behind it is.
 pub fn source_table(body: &Value) -> String {
-    let mut t = table(&[
-        "stream", "source", "state", "spool", "position", "lag", "error",
-    ]);
+    let shared = is_shared(body);
+    let mut header = vec!["stream", "source", "state"];
+    if shared {
+        header.push("holder");
+    }
+    header.extend(["spool", "position", "lag", "error"]);
+    let mut t = table(&header);
     for s in body["streams"].as_array().into_iter().flatten() {
         let src = &s["source"];
         let p = &src["position"];
@@ -74,10 +78,11 @@ pub fn source_table(body: &Value) -> String {
             lag.push(format!("{bytes} B of WAL"));
         }
         let spool = &s["spool"];
-        t.add_row([
-            text(&s["name"]),
-            text(&src["engine"]),
-            text(&src["state"]),
+        let mut row = vec![text(&s["name"]), text(&src["engine"]), text(&src["state"])];
+        if shared {
+            row.push(holder(&src["holder"], Utc::now()));
+        }
+        row.extend([
             format!(
                 "{} batches, {}",
                 num(&spool["batches"]),
@@ -86,6 +91,70 @@ pub fn source_table(body: &Value) -> String {
             position,
             lag.join(", "),
             text(&src["error"]),
+        ]);
+        t.add_row(row);
+    }
+    t.to_string()
+}
+
+/// Shared state: status names a holder for every source and drain.
+fn is_shared(body: &Value) -> bool {
+    body["streams"].as_array().into_iter().flatten().any(|s| {
+        s["source"]["holder"].is_object()
+            || s["destinations"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|d| d["holder"].is_object())
+    })
+}
+
+/// "node-2 (epoch 3, 4s)"; "free" while nobody holds it.
+fn holder(h: &Value, now: DateTime<Utc>) -> String {
+    let Some(node) = h["node_id"].as_str() else {
+        return "free".into();
+    };
+    let left = h["expires_at"]
+        .as_str()
+        .and_then(|u| u.parse::<DateTime<Utc>>().ok())
+        .map_or(0, |u| (u - now).num_seconds().max(0));
+    let here = if h["here"] == true { ", here" } else { "" };
+    format!("{node} (epoch {}, {left}s{here})", h["epoch"])
+}
+
+/// One row per process sharing the state (`/v1/cluster`).
+pub fn nodes_table(cluster: &Value) -> String {
+    let mut t = table(&[
+        "node",
+        "host",
+        "pid",
+        "live",
+        "leases",
+        "heartbeat",
+        "started",
+    ]);
+    let leases = cluster["leases"].as_array().cloned().unwrap_or_default();
+    let now = Utc::now();
+    for n in cluster["nodes"].as_array().into_iter().flatten() {
+        let held = leases
+            .iter()
+            .filter(|l| l["live"] == true && l["instance"] == n["instance"])
+            .count();
+        let ago = |k: &str| {
+            n[k].as_str()
+                .and_then(|u| u.parse::<DateTime<Utc>>().ok())
+                .map_or("-".into(), |t| {
+                    format!("{}s ago", (now - t).num_seconds().max(0))
+                })
+        };
+        t.add_row([
+            text(&n["node_id"]),
+            text(&n["host"]),
+            num(&n["pid"]).to_string(),
+            if n["live"] == true { "yes" } else { "no" }.to_string(),
+            held.to_string(),
+            ago("heartbeat_at"),
+            ago("started_at"),
         ]);
     }
     t.to_string()
@@ -107,15 +176,12 @@ fn state(d: &Value, now: DateTime<Utc>) -> String {
 /// One row per destination. With `rates`, a throughput column from the
 /// previous call's counts.
 pub fn status_table(body: &Value, mut rates: Option<&mut Rates>) -> String {
-    let mut header = vec![
-        "stream",
-        "destination",
-        "kind",
-        "state",
-        "hwm",
-        "backlog",
-        "lag",
-    ];
+    let shared = is_shared(body);
+    let mut header = vec!["stream", "destination", "kind", "state"];
+    if shared {
+        header.push("holder");
+    }
+    header.extend(["hwm", "backlog", "lag"]);
     if rates.is_some() {
         header.push("records/s");
     }
@@ -131,6 +197,11 @@ pub fn status_table(body: &Value, mut rates: Option<&mut Rates>) -> String {
                 name.clone(),
                 text(&d["kind"]),
                 state(d, now),
+            ];
+            if shared {
+                row.push(holder(&d["holder"], now));
+            }
+            row.extend([
                 num(&d["high_water_mark"]).to_string(),
                 format!(
                     "{} batches, {} records, {}",
@@ -139,7 +210,7 @@ pub fn status_table(body: &Value, mut rates: Option<&mut Rates>) -> String {
                     HumanBytes(num(&d["backlog_bytes"]))
                 ),
                 format!("{:.1}s", d["lag_seconds"].as_f64().unwrap_or(0.0)),
-            ];
+            ]);
             if let Some(r) = rates.as_deref_mut() {
                 let delivered = num(&d["delivered_records"]);
                 row.push(

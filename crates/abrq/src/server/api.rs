@@ -25,6 +25,27 @@ pub async fn list_streams(State(st): State<AppState>) -> ApiResult<Json<Value>> 
     Ok(Json(json!({ "streams": st.engine.status().await? })))
 }
 
+/// The processes sharing the state and the leases they hold, as of this
+/// process's last heartbeat; `shared: false` with a state of its own.
+pub async fn cluster(State(st): State<AppState>) -> Json<Value> {
+    Json(match &st.engine.cluster {
+        Some(c) => {
+            let mut v = serde_json::to_value(c.view()).unwrap_or_default();
+            v["shared"] = json!(true);
+            v
+        }
+        None => json!({
+            "shared": false,
+            "node_id": null,
+            "instance": null,
+            "lease_timeout_ms": null,
+            "heartbeat_ms": null,
+            "nodes": [],
+            "leases": [],
+        }),
+    })
+}
+
 pub async fn get_stream(
     State(st): State<AppState>,
     ApiPath(s): ApiPath<String>,

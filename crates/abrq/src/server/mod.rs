@@ -159,7 +159,8 @@ pub fn router(state: AppState) -> Router {
             "/v1/streams/{s}/destinations/{d}/dead-letters/{id}/discard",
             post(dead_letters::discard),
         )
-        .route("/v1/audit", get(api::audit));
+        .route("/v1/audit", get(api::audit))
+        .route("/v1/cluster", get(api::cluster));
     let guard = guard::Guard {
         tls: state.tls,
         admin_token: state.admin_token.is_some(),
