@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use abrq_core::BreakerState;
-use abrq_state::StoreResult;
+use abrq_state::{DeadLetterState, StoreResult};
 use tokio_util::sync::CancellationToken;
 
 use crate::destination::Switches;
@@ -75,10 +75,18 @@ async fn follow(s: &StreamShared) -> StoreResult<()> {
         if reset && d.with_breaker(|b| b.reset()).is_some() {
             s.events.breaker_changed(&d.labels, &row.breaker);
             tracing::info!(stream = %s.name, destination = %row.name, "circuit reset by an operator through another process");
+            d.wake.notify_one();
         }
-        // A replay asked for through another process is found by the next
-        // read of the drain loop.
-        d.wake.notify_one();
+        // A replay asked for through another process: the drain loop's
+        // next read finds it. (Woken only then: a wake also ends a retry
+        // backoff early.)
+        let pending = s
+            .store
+            .dead_letters(&s.name, &row.name, Some(DeadLetterState::Pending))
+            .await?;
+        if pending.iter().any(|dl| dl.replay_requested) {
+            d.wake.notify_one();
+        }
     }
     Ok(())
 }

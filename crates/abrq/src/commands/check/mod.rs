@@ -17,6 +17,7 @@ use abrq_core::config::SourceEngine;
 use abrq_sources::mysql::{Mode as MysqlMode, MysqlCdcSource, MysqlCursorSource, MysqlSettings};
 use abrq_sources::postgres::{Mode, PgCdcSource, PgCursorSource, PostgresSettings};
 
+use anyhow::Context as _;
 use diagnose::diagnose;
 
 type Outcome = Pin<Box<dyn Future<Output = Result<String, String>> + Send>>;
@@ -48,10 +49,35 @@ pub async fn check(config_path: &Path, verbose: bool, deadline: Duration) -> any
     if crate::server::Tls::from_config(&config.server)?.is_some() {
         println!("ok    tls certificate and key");
     }
-    let store = super::open_store(&config).await?.store;
+    let opened = super::open_store(&config).await?;
+    let store = opened.store;
     match config.state_location() {
         Ok(at) => println!("ok    state store {at}"),
         Err(_) => println!("ok    state store"),
+    }
+    if let Some(leases) = opened.leases {
+        // Shared state: reading the leases proves the schema is current
+        // and says who works on it now.
+        let nodes = leases
+            .nodes()
+            .await
+            .context("reading the processes sharing the state")?;
+        let held = leases.leases().await.context("reading the leases")?;
+        let live: Vec<&str> = nodes
+            .iter()
+            .filter(|n| n.live)
+            .map(|n| n.node_id.as_str())
+            .collect();
+        println!(
+            "ok    shared state: {} process(es) running on it{}; {} lease(s) held",
+            live.len(),
+            if live.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", live.join(", "))
+            },
+            held.iter().filter(|l| l.live).count()
+        );
     }
     let mut probes = Vec::new();
     for s in &config.streams {

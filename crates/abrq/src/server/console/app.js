@@ -230,6 +230,12 @@ function breakerText(d, now) {
 
 // --- rendering ---------------------------------------------------------------
 
+// Shared state: the process holding a lease, "node-b (epoch 3)".
+function holderText(h) {
+  if (!h.node_id) return "nobody (free)";
+  return `${h.node_id}${h.here ? " (this process)" : ""}, epoch ${h.epoch}`;
+}
+
 function renderSource(st, now) {
   const src = st.source;
   const h = remember(`${st.name}/`, { delivered_records: src.staged_records, backlog: st.spool.batches, lag_seconds: src.lag_seconds || 0 }, now);
@@ -243,6 +249,7 @@ function renderSource(st, now) {
   if (src.lag_seconds !== null && src.lag_seconds !== undefined) facts.push(el("span", { text: `lag ${src.lag_seconds.toFixed(1)}s` }));
   if (src.lag_bytes !== null && src.lag_bytes !== undefined) facts.push(el("span", { text: `lag ${bytes(src.lag_bytes)}` }));
   if (src.restarts) facts.push(el("span", { text: `${src.restarts} restarts` }));
+  if (src.holder) facts.push(el("span", { "data-role": "source-holder" }, "read by ", el("b", { text: holderText(src.holder) })));
   const out = [el("div", { class: "facts" }, facts)];
   if (src.position) out.push(el("div", { class: "muted" }, "position ", el("code", { text: JSON.stringify(src.position) })));
   if (src.error) out.push(el("p", { class: "error", "data-role": "source-error", text: `failing since ${src.failing_since}: ${src.error}` }));
@@ -264,7 +271,13 @@ function renderDestination(st, d, now) {
     "tr",
     { "data-dest": key },
     el("td", {}, el("b", { text: d.name }), el("div", { class: "muted", text: d.kind })),
-    el("td", {}, badge(d.state), breaker ? el("div", { class: "muted", "data-role": "breaker", text: breaker }) : null),
+    el(
+      "td",
+      {},
+      badge(d.state),
+      breaker ? el("div", { class: "muted", "data-role": "breaker", text: breaker }) : null,
+      d.holder ? el("div", { class: "muted", "data-role": "holder", text: `held by ${holderText(d.holder)}` }) : null,
+    ),
     el("td", { class: "num", "data-role": "hwm", text: count(d.high_water_mark) }),
     el(
       "td",
