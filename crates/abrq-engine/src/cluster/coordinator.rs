@@ -6,12 +6,13 @@
 //! free or expired leases. Each process starts its scan at its own offset,
 //! so processes joining at once do not all race for the same leases.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 use std::time::Instant;
 
-use abrq_state::{Fence, StoreResult};
+use abrq_state::{Fence, LeaseStore, StoreResult};
+use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use super::tenures::{self, Held, Resource};
@@ -30,6 +31,8 @@ pub(crate) async fn run(
         resources: Resource::all(&streams),
         held: BTreeMap::new(),
         renewed_at: Instant::now(),
+        stopping: JoinSet::new(),
+        stopping_names: BTreeSet::new(),
         events,
         cluster,
     };
@@ -49,6 +52,11 @@ pub(crate) async fn run(
             }
         }
         c.publish();
+        while let Some(done) = c.stopping.try_join_next() {
+            if let Ok(name) = done {
+                c.stopping_names.remove(&name);
+            }
+        }
         tokio::select! {
             _ = cancel.cancelled() => break,
             _ = tokio::time::sleep(every) => {}
@@ -63,12 +71,19 @@ struct Coordinator {
     held: BTreeMap<String, Held>,
     /// When the leases were last renewed.
     renewed_at: Instant,
+    /// Work being stopped: an attempt in flight finishes first (up to its
+    /// timeout), and the heartbeat must not wait for it.
+    stopping: JoinSet<String>,
+    /// Their resources: not claimed again until stopped here (the tasks
+    /// of two tenures of one drain must never run at once).
+    stopping_names: BTreeSet<String>,
     events: Events,
 }
 
 impl Coordinator {
     async fn tick(&mut self) -> StoreResult<()> {
-        let m = &self.cluster.membership;
+        let cluster = self.cluster.clone();
+        let m = &cluster.membership;
         let leases = m.leases.clone();
         let started = Instant::now();
         leases
@@ -84,7 +99,7 @@ impl Coordinator {
                     .leases_lost
                     .with_label_values(&[&m.node.node_id])
                     .inc();
-                tenures::stop(&*leases, h, false).await;
+                self.stop(&leases, h, false);
             }
         }
         let nodes = leases.nodes().await?;
@@ -112,7 +127,7 @@ impl Coordinator {
             let extra: Vec<String> = self.held.keys().rev().take(give_back).cloned().collect();
             for r in extra {
                 if let Some(h) = self.held.remove(&r) {
-                    tenures::stop(&*leases, h, true).await;
+                    self.stop(&leases, h, true);
                 }
             }
         } else if self.held.len() < share {
@@ -125,7 +140,10 @@ impl Coordinator {
                 }
                 let r = self.resources[(offset + i) % n].clone();
                 let name = r.name();
-                if self.held.contains_key(&name) || taken(&name) {
+                if self.held.contains_key(&name)
+                    || self.stopping_names.contains(&name)
+                    || taken(&name)
+                {
                     continue;
                 }
                 let Some(fence) = leases.claim(&name, &m.node, m.lease_timeout).await? else {
@@ -145,6 +163,17 @@ impl Coordinator {
         }
         self.cluster.set_view(nodes, leases.leases().await?);
         Ok(())
+    }
+
+    /// Stops a lease's work in the background.
+    fn stop(&mut self, leases: &Arc<dyn LeaseStore>, held: Held, graceful: bool) {
+        let name = held.fence.resource.clone();
+        self.stopping_names.insert(name.clone());
+        let leases = leases.clone();
+        self.stopping.spawn(async move {
+            tenures::stop(leases, held, graceful).await;
+            name
+        });
     }
 
     /// Where this process starts scanning for free leases.
@@ -167,18 +196,20 @@ impl Coordinator {
     async fn lose_all(&mut self) {
         let leases = self.cluster.membership.leases.clone();
         for (_, h) in std::mem::take(&mut self.held) {
-            tenures::stop(&*leases, h, false).await;
+            self.stop(&leases, h, false);
         }
     }
 
     /// Shutdown: every lease handed back at once, so others take over
     /// without waiting for the expiry; then this process leaves.
     async fn hand_back_all(&mut self) {
-        let m = &self.cluster.membership;
+        let cluster = self.cluster.clone();
+        let m = &cluster.membership;
         let leases = m.leases.clone();
         for (_, h) in std::mem::take(&mut self.held) {
-            tenures::stop(&*leases, h, true).await;
+            self.stop(&leases, h, true);
         }
+        while self.stopping.join_next().await.is_some() {}
         if let Err(e) = leases.leave(&m.node).await {
             tracing::warn!(error = %describe(&e), "could not leave the shared state; this process shows as dead until its heartbeat expires");
         }

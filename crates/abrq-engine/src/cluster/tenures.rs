@@ -119,7 +119,7 @@ pub(super) async fn start(
 /// lease, so the last delivered mark is committed before it is handed
 /// back. Otherwise the lease was lost: the work stops and nothing more is
 /// written (the store would refuse it anyway).
-pub(super) async fn stop(leases: &dyn LeaseStore, mut held: Held, graceful: bool) {
+pub(super) async fn stop(leases: Arc<dyn LeaseStore>, mut held: Held, graceful: bool) {
     held.cancel.cancel();
     while let Some(r) = held.tasks.join_next().await {
         if let Err(e) = r {
