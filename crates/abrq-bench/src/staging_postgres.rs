@@ -4,10 +4,10 @@
 //! inserting the same rows into the same server, one transaction per
 //! batch, each batch one `INSERT ... SELECT FROM unnest(...)`.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use abrq_sinks::relational::sqlx::{self, postgres::PgPool};
-use abrq_state::{NewBatch, PostgresStore, StateStore};
+use abrq_state::{source_resource, LeaseStore, NewBatch, NodeIdentity, PostgresStore, StateStore};
 use clap::Args;
 
 #[derive(Args)]
@@ -103,9 +103,20 @@ async fn raw_loop(url: &str, lines: &[String]) -> anyhow::Result<f64> {
     Ok(rate)
 }
 
+/// Staged as a source holding its lease does: through the fenced handle,
+/// each transaction checking the lease first.
 async fn abrq_stage(url: &str, lines: &[String]) -> anyhow::Result<f64> {
-    let store = PostgresStore::connect(url).await?;
-    store.register_stream("bench").await?;
+    let shared = PostgresStore::connect(url).await?;
+    shared.register_stream("bench").await?;
+    let node = NodeIdentity {
+        node_id: "bench".into(),
+        instance: uuid::Uuid::new_v4(),
+    };
+    let fence = shared
+        .claim(&source_resource("bench"), &node, Duration::from_secs(600))
+        .await?
+        .ok_or_else(|| anyhow::anyhow!("the bench's lease is held elsewhere"))?;
+    let store = shared.fenced(fence);
     let batches = super::staging::parsed_batches(lines, BATCH);
     let start = Instant::now();
     for (i, (items, bytes)) in batches.into_iter().enumerate() {

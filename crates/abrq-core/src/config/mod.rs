@@ -217,6 +217,27 @@ mod tests {
         assert!(!format!("{c:?}").contains("hunter2"));
     }
 
+    #[test]
+    fn lease_settings_default_and_are_checked() {
+        let c = Config::parse(GOOD, "t.toml").unwrap();
+        assert_eq!(c.state.lease_timeout.0.as_secs(), 10);
+        assert_eq!(c.state.heartbeat().as_millis(), 3333);
+        let with = |state: &str| format!("{GOOD}\n[state]\n{state}\n");
+        let c = Config::parse(&with("lease_timeout = \"6s\"\nheartbeat = \"1s\""), "t").unwrap();
+        assert_eq!(c.state.heartbeat().as_secs(), 1);
+        let e = Config::parse(&with("lease_timeout = \"4s\"\nheartbeat = \"3s\""), "t")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("state.heartbeat must be above zero and at most half"),
+            "{e}"
+        );
+        let e = Config::parse(&with("lease_timeout = \"500ms\""), "t")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("state.lease_timeout must be at least 1s"), "{e}");
+    }
+
     #[derive(Debug, serde::Deserialize)]
     #[serde(deny_unknown_fields)]
     #[allow(dead_code)]
