@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use abrq_core::BreakerState;
-use abrq_state::{DeadLetterState, StoreResult};
+use abrq_state::StoreResult;
 use tokio_util::sync::CancellationToken;
 
 use crate::destination::Switches;
@@ -19,12 +19,13 @@ const EVERY: Duration = Duration::from_millis(250);
 
 pub(crate) async fn run(stream: Arc<StreamShared>, cancel: CancellationToken) {
     let mut failing = false;
+    let mut last_audit = None;
     loop {
         tokio::select! {
             _ = cancel.cancelled() => return,
             _ = tokio::time::sleep(EVERY) => {}
         }
-        match follow(&stream).await {
+        match follow(&stream, &mut last_audit).await {
             Ok(()) => failing = false,
             // The heartbeat's health reports a store that cannot be
             // reached; this says it once per outage.
@@ -37,7 +38,17 @@ pub(crate) async fn run(stream: Arc<StreamShared>, cancel: CancellationToken) {
     }
 }
 
-async fn follow(s: &StreamShared) -> StoreResult<()> {
+/// `last_audit`: the newest audit entry of the stream at the last poll
+/// (None before the first).
+async fn follow(s: &StreamShared, last_audit: &mut Option<Option<i64>>) -> StoreResult<()> {
+    let newest = s
+        .store
+        .audit_log(Some(&s.name), 1)
+        .await?
+        .first()
+        .map(|e| e.id);
+    let operator_acted = last_audit.is_some_and(|seen| seen != newest);
+    *last_audit = Some(newest);
     let stats = s.store.spool_stats(&s.name).await?;
     s.staged.send_if_modified(|v| {
         let up = stats.last_seq > *v;
@@ -78,13 +89,10 @@ async fn follow(s: &StreamShared) -> StoreResult<()> {
             d.wake.notify_one();
         }
         // A replay asked for through another process: the drain loop's
-        // next read finds it. (Woken only then: a wake also ends a retry
-        // backoff early.)
-        let pending = s
-            .store
-            .dead_letters(&s.name, &row.name, Some(DeadLetterState::Pending))
-            .await?;
-        if pending.iter().any(|dl| dl.replay_requested) {
+        // next read finds it. Woken only when the stream's audit log has
+        // a new entry (every operator action writes one): a wake also
+        // ends a retry backoff early.
+        if operator_acted {
             d.wake.notify_one();
         }
     }
