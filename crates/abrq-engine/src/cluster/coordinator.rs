@@ -38,10 +38,19 @@ pub(crate) async fn run(
     };
     let every = c.cluster.membership.heartbeat;
     loop {
-        match c.tick().await {
+        // A tick stuck on the database must not pass silently: after a
+        // lease timeout it counts as failed (and is tried again).
+        let limit = c.cluster.membership.lease_timeout;
+        let ticked = match tokio::time::timeout(limit, c.tick()).await {
+            Ok(r) => r.map_err(|e| describe(&e)),
+            Err(_) => Err(format!(
+                "no answer from the state database within {limit:?}"
+            )),
+        };
+        match ticked {
             Ok(()) => c.cluster.health.progressed(),
             Err(e) => {
-                let error = format!("cannot renew or claim leases: {}", describe(&e));
+                let error = format!("cannot renew or claim leases: {e}");
                 c.cluster.health.fail(&error);
                 tracing::warn!(error, "heartbeat failed");
                 // Past the timeout another process may hold these leases:

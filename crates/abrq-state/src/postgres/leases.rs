@@ -28,6 +28,13 @@ fn uuid_at(row: &PgRow, idx: usize) -> StoreResult<Option<Uuid>> {
         .transpose()
 }
 
+/// SQLSTATE 55P03, lock_not_available.
+fn is_lock_timeout(e: &sqlx::Error) -> bool {
+    e.as_database_error()
+        .and_then(|d| d.code())
+        .is_some_and(|c| c == "55P03")
+}
+
 /// Locks the lease row (FOR SHARE: a takeover's update waits for this
 /// transaction) and refuses unless it still names `fence`'s holder and
 /// epoch. Runs first in every write of a fenced handle.
@@ -119,7 +126,14 @@ impl LeaseStore for PostgresStore {
         ttl: Duration,
     ) -> StoreResult<Option<Fence>> {
         self.run("claim", async |c| {
-            let epoch: Option<i64> = sqlx::query_scalar(
+            let mut tx = sqlx::Connection::begin(&mut *c).await?;
+            // A holder's write in flight locks the row: the claim waits for
+            // it, but only briefly; a row still locked is claimed at a
+            // later heartbeat (the heartbeat must go on meanwhile).
+            sqlx::query("SET LOCAL lock_timeout = '500ms'")
+                .execute(&mut *tx)
+                .await?;
+            let epoch: Result<Option<i64>, sqlx::Error> = sqlx::query_scalar(
                 "INSERT INTO abrq.leases (resource, node_id, instance, epoch, acquired_at, expires_at)
                  VALUES ($1, $2, $3, 1, abrq.clock_ms(), abrq.clock_ms() + $4)
                  ON CONFLICT (resource) DO UPDATE
@@ -133,8 +147,13 @@ impl LeaseStore for PostgresStore {
             .bind(&node.node_id)
             .bind(node.instance.to_string())
             .bind(ms(ttl))
-            .fetch_optional(&mut *c)
-            .await?;
+            .fetch_optional(&mut *tx)
+            .await;
+            let epoch = match epoch {
+                Err(e) if is_lock_timeout(&e) => return Ok(None),
+                other => other?,
+            };
+            tx.commit().await?;
             Ok(epoch.map(|epoch| Fence {
                 resource: resource.to_string(),
                 instance: node.instance,

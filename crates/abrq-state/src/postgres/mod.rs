@@ -92,7 +92,12 @@ impl PostgresStore {
         let pool = PgPoolOptions::new()
             .max_connections(MAX_CONNECTIONS)
             .acquire_timeout(ACQUIRE_TIMEOUT)
-            .after_connect(|conn, _| Box::pin(require_durable_commits(conn)))
+            .after_connect(|conn, _| {
+                Box::pin(async move {
+                    require_durable_commits(conn).await?;
+                    end_stalled_transactions(conn).await
+                })
+            })
             .connect_lazy_with(options);
         Ok(PostgresStore {
             pool,
@@ -160,6 +165,22 @@ async fn require_durable_commits(conn: &mut PgConnection) -> Result<(), sqlx::Er
     .execute(conn)
     .await
     .map(drop)
+}
+
+/// A transaction left open by a client that stopped (a frozen or cut-off
+/// process) would keep its locks, a fenced write's lock on a lease row
+/// among them, and so hold up the takeover of that lease for as long as it
+/// stays stopped. The server ends such a transaction after this long; it
+/// rolls back, so a stalled holder's write simply did not happen. Our
+/// transactions never wait on the client between statements this long.
+const STALLED_TRANSACTION: &str = "1s";
+
+async fn end_stalled_transactions(conn: &mut PgConnection) -> Result<(), sqlx::Error> {
+    sqlx::query("SELECT set_config('idle_in_transaction_session_timeout', $1, false)")
+        .bind(STALLED_TRANSACTION)
+        .execute(conn)
+        .await
+        .map(drop)
 }
 
 fn context(op: &'static str, e: StoreError) -> StoreError {
