@@ -160,6 +160,9 @@ impl Engine {
     }
 
     pub async fn stream_status(&self, s: &StreamShared) -> Result<StreamStatus, StoreError> {
+        // Read before the spool: a source said done has staged its last
+        // batch, so `done` with this `last_seq` is a consistent pair.
+        let done = *s.source_done.borrow();
         let spool = s.store.spool_stats(&s.name).await?;
         let m = &self.metrics;
         let mut destinations = Vec::new();
@@ -229,7 +232,6 @@ impl Engine {
             .unwrap_or_else(|e| e.into_inner())
             .clone();
         let paused = s.source_paused.load(std::sync::atomic::Ordering::Relaxed);
-        let done = *s.source_done.borrow();
         let holder = self.holder(&abrq_state::source_resource(&s.name));
         let elsewhere = self.cluster.is_some() && !s.source_tenure.held();
         let state = match (&failure, done, paused) {
