@@ -14,6 +14,7 @@ mod memory;
 mod mysql_cdc;
 mod objects;
 mod relational;
+mod scale_out;
 mod staging;
 mod staging_postgres;
 
@@ -119,6 +120,10 @@ enum BenchCmd {
     /// Staged-to-delivered latency at a steady ingest rate to a local
     /// destination, from the engine's histogram.
     Latency(latency::LatencyArgs),
+    /// Records/s of one `abrq run` against three with the same config on
+    /// one PostgreSQL state (leases), nine postgres destinations behind a
+    /// proxy that delays each request 20 ms (`--no-delay`: CPU-bound).
+    ScaleOut(scale_out::ScaleOutArgs),
     /// Resident memory while a paused destination's backlog grows.
     Memory {
         #[arg(long, default_value_t = 1_000_000)]
@@ -141,6 +146,7 @@ async fn run(cmd: BenchCmd) -> anyhow::Result<()> {
         BenchCmd::Relational(args) => relational::run(args).await,
         BenchCmd::Cdc(args) => cdc::run(args).await,
         BenchCmd::MysqlCdc(args) => mysql_cdc::run(args).await,
+        BenchCmd::ScaleOut(args) => scale_out::run(args).await,
     }
 }
 
