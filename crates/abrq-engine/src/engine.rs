@@ -20,7 +20,7 @@ use crate::events::{DestLabels, Events};
 use crate::mark::Mark;
 use crate::metrics::Metrics;
 use crate::stream::StreamShared;
-use crate::supervise::{describe, supervise, Failure, LoopHealth, LoopKind};
+use crate::supervise::{Failure, LoopHealth, LoopKind};
 use crate::tenure::TenureSlot;
 use crate::{drain, gc, source_task};
 
@@ -127,18 +127,8 @@ impl Engine {
                     | SourceEngine::Postgres
                     | SourceEngine::Mysql
             ) {
-                let src_cfg = sc.source.get_ref().clone();
-                let s2 = s.clone();
-                tasks.spawn(async move {
-                    let s = &s2;
-                    let cancel = s.source_tenure.cancel();
-                    supervise(&s.source_health, &s.events, &cancel, || async {
-                        source_task::run(s.clone(), src_cfg.clone())
-                            .await
-                            .map_err(|e| describe(&e))
-                    })
-                    .await
-                });
+                let cancel = s.source_tenure.cancel();
+                tasks.spawn(source_task::run_supervised(s.clone(), cancel));
             }
         }
     }

@@ -70,6 +70,18 @@ impl StreamShared {
         *self.staged.borrow()
     }
 
+    /// Another process staged up to `last_seq` (shared state): wakes the
+    /// drain loops waiting here, never moving the signal backwards.
+    pub fn saw_staged(&self, last_seq: u64) {
+        self.staged.send_if_modified(|v| {
+            let up = last_seq > *v;
+            if up {
+                *v = last_seq;
+            }
+            up
+        });
+    }
+
     /// Keeps a database source's progress for status and sets its lag
     /// gauges.
     pub fn set_source_progress(&self, p: Progress) {

@@ -50,13 +50,7 @@ async fn follow(s: &StreamShared, last_audit: &mut Option<Option<i64>>) -> Store
     let operator_acted = last_audit.is_some_and(|seen| seen != newest);
     *last_audit = Some(newest);
     let stats = s.store.spool_stats(&s.name).await?;
-    s.staged.send_if_modified(|v| {
-        let up = stats.last_seq > *v;
-        if up {
-            *v = stats.last_seq;
-        }
-        up
-    });
+    s.saw_staged(stats.last_seq);
     if !s.source_tenure.held() {
         s.spool_bytes
             .store(stats.bytes, std::sync::atomic::Ordering::Relaxed);

@@ -79,13 +79,4 @@ impl Cluster {
         v.nodes = nodes;
         v.leases = leases;
     }
-
-    /// The node holding `resource` now, by the last heartbeat's reading.
-    pub fn holder(&self, resource: &str) -> Option<LeaseRow> {
-        let v = self.view.lock().unwrap_or_else(|p| p.into_inner());
-        v.leases
-            .iter()
-            .find(|l| l.resource == resource && l.live)
-            .cloned()
-    }
 }

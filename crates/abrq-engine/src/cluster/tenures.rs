@@ -8,7 +8,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::destination::{DestShared, Switches};
 use crate::stream::StreamShared;
-use crate::supervise::{describe, supervise};
+use crate::supervise::describe;
 use crate::tenure::Tenure;
 use crate::{drain, source_task};
 
@@ -67,7 +67,7 @@ pub(super) async fn start(
         Resource::Drain(s, d) => {
             let row = s.store.destination(&s.name, &d.labels.destination).await?;
             let stats = s.store.spool_stats(&s.name).await?;
-            s.staged.send_if_modified(|v| raise(v, stats.last_seq));
+            s.saw_staged(stats.last_seq);
             d.mark.reset_to(row.high_water_mark);
             d.with_breaker(|b| b.state = row.breaker);
             d.switches.send_replace(Switches {
@@ -88,22 +88,14 @@ pub(super) async fn start(
         }
         Resource::Source(s) => {
             let stats = s.store.spool_stats(&s.name).await?;
-            s.staged.send_if_modified(|v| raise(v, stats.last_seq));
+            s.saw_staged(stats.last_seq);
             cancel = s.cancel.child_token();
             s.source_tenure.set(Tenure {
                 store,
                 cancel: cancel.clone(),
             });
             s.source_tenure.set_held(true);
-            let (s, cfg, token) = (s.clone(), s.source.clone(), cancel.clone());
-            tasks.spawn(async move {
-                supervise(&s.source_health, &s.events, &token, || async {
-                    source_task::run(s.clone(), cfg.clone())
-                        .await
-                        .map_err(|e| describe(&e))
-                })
-                .await
-            });
+            tasks.spawn(source_task::run_supervised(s.clone(), cancel.clone()));
         }
     }
     tracing::info!(resource = %fence.resource, epoch = fence.epoch, "lease claimed; work started");
@@ -147,12 +139,4 @@ pub(super) async fn stop(leases: Arc<dyn LeaseStore>, mut held: Held, graceful: 
     } else {
         tracing::warn!(resource = %held.fence.resource, epoch = held.fence.epoch, "lease lost to another process; its work stopped here");
     }
-}
-
-fn raise(v: &mut u64, to: u64) -> bool {
-    let up = to > *v;
-    if up {
-        *v = to;
-    }
-    up
 }

@@ -13,6 +13,8 @@ use abrq_sources::{Chunk, FileSource, GenerateSource, Limits, Progress, ReadChun
 use abrq_state::NewBatch;
 
 use crate::stream::{StageError, StreamShared};
+use crate::supervise::{describe, supervise};
+use tokio_util::sync::CancellationToken;
 
 mod group;
 use group::Group;
@@ -35,6 +37,18 @@ pub enum SourceTaskError {
     Encode(#[from] serde_json::Error),
     #[error("source reader task failed: {0}")]
     Join(#[from] tokio::task::JoinError),
+}
+
+/// [`run`] under its supervisor until `cancel`: the source task of a
+/// process of its own, or of a tenure of the source's lease.
+pub async fn run_supervised(stream: Arc<StreamShared>, cancel: CancellationToken) {
+    let s = &stream;
+    supervise(&s.source_health, &s.events, &cancel, || async {
+        run(s.clone(), s.source.clone())
+            .await
+            .map_err(|e| describe(&e))
+    })
+    .await
 }
 
 /// Runs the stream's pull source (file or generate) until it is exhausted
