@@ -143,17 +143,7 @@ impl Engine {
         let s = self
             .stream(stream)
             .ok_or_else(|| ControlError::UnknownStream(stream.to_string()))?;
-        use abrq_core::config::SourceEngine;
-        let cdc = match s.source_engine {
-            SourceEngine::Postgres => {
-                abrq_sources::postgres::PostgresSettings::from_config(&s.source)
-                    .is_ok_and(|p| p.mode == abrq_sources::postgres::Mode::Cdc)
-            }
-            SourceEngine::Mysql => abrq_sources::mysql::MysqlSettings::from_config(&s.source)
-                .is_ok_and(|p| p.mode == abrq_sources::mysql::Mode::Cdc),
-            _ => false,
-        };
-        if !cdc {
+        if !abrq_sources::backfills(&s.source) {
             return Err(ControlError::NotSupported(format!(
                 "stream {stream:?} cannot backfill: only a postgres or mysql source in mode = \"cdc\" can"
             )));
@@ -173,6 +163,32 @@ impl Engine {
             .push(table.clone());
         tracing::info!(stream, ?table, actor, "backfill asked for");
         Ok(())
+    }
+
+    /// Starts a source that stopped on a definite failure again, once the
+    /// operator fixed its cause (a privilege granted, a setting changed).
+    /// True when it had stopped.
+    pub async fn restart_source(&self, stream: &str, actor: &str) -> Result<bool, ControlError> {
+        let s = self
+            .stream(stream)
+            .ok_or_else(|| ControlError::UnknownStream(stream.to_string()))?;
+        if !s.source_engine.pulled() {
+            return Err(ControlError::NotSupported(format!(
+                "stream {stream:?} has no source task to restart: its records are sent to it"
+            )));
+        }
+        s.store
+            .record_audit(NewAudit {
+                actor: actor.to_string(),
+                action: "source_restart".into(),
+                stream: s.name.clone(),
+                destination: None,
+                detail: json!({ "stopped": s.source_health.is_stopped() }),
+            })
+            .await?;
+        let restarted = s.source_health.request_restart();
+        tracing::info!(stream, actor, restarted, "source restart asked for");
+        Ok(restarted)
     }
 
     pub async fn reset_breaker(

@@ -6,8 +6,9 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Mutex};
 
-use abrq_core::config::{Config, SourceEngine, StreamConfig};
+use abrq_core::config::{Config, StreamConfig};
 use abrq_core::{Breaker, Destination};
+use abrq_sources::SourceFactory;
 use abrq_state::{DeadLetterState, StateStore};
 use tokio::sync::{watch, Notify, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
@@ -37,7 +38,8 @@ pub enum StartError {
 }
 
 /// Builds the destination object for a config entry; the binary passes the
-/// sinks crate's factory, tests may pass their own.
+/// sinks crate's factory, tests may pass their own. (Sources come from an
+/// [`abrq_sources::SourceFactory`], by default [`abrq_sources::open`].)
 pub type DestinationFactory = dyn Fn(&str, &abrq_core::config::DestinationConfig) -> Result<Arc<dyn Destination>, String>
     + Send
     + Sync;
@@ -56,14 +58,16 @@ pub struct Engine {
 }
 
 impl Engine {
-    /// Runs every source and drain in this process (a state of its own).
+    /// Runs every source and drain in this process (a state of its own),
+    /// with the sources crate's sources.
     pub async fn start(
         config: &Config,
         store: Arc<dyn StateStore>,
         metrics: Arc<Metrics>,
         build: &DestinationFactory,
     ) -> Result<Arc<Engine>, StartError> {
-        Engine::start_with(config, store, None, metrics, build).await
+        let sources = Arc::new(abrq_sources::open);
+        Engine::start_with(config, store, None, metrics, build, sources).await
     }
 
     /// With `membership`, the state is shared: this process runs the
@@ -74,6 +78,7 @@ impl Engine {
         membership: Option<Membership>,
         metrics: Arc<Metrics>,
         build: &DestinationFactory,
+        sources: Arc<SourceFactory>,
     ) -> Result<Arc<Engine>, StartError> {
         let solo = membership.is_none();
         let cancel = CancellationToken::new();
@@ -87,7 +92,10 @@ impl Engine {
                 store.clone(),
                 events.clone(),
                 cancel.clone(),
-                build,
+                Factories {
+                    destinations: build,
+                    sources: sources.clone(),
+                },
                 solo,
             )
             .await?;
@@ -120,13 +128,7 @@ impl Engine {
                 tasks.spawn(drain::run_marks(s.clone(), d.clone()));
             }
             tasks.spawn(gc::run(s.clone(), config.spool.gc_interval.0));
-            if matches!(
-                s.source_engine,
-                SourceEngine::File
-                    | SourceEngine::Generate
-                    | SourceEngine::Postgres
-                    | SourceEngine::Mysql
-            ) {
+            if s.source_engine.pulled() {
                 let cancel = s.source_tenure.cancel();
                 tasks.spawn(source_task::run_supervised(s.clone(), cancel));
             }
@@ -268,15 +270,25 @@ impl Engine {
     }
 }
 
+/// What makes a stream's destinations and its source.
+struct Factories<'a> {
+    destinations: &'a DestinationFactory,
+    sources: Arc<SourceFactory>,
+}
+
 async fn register_stream(
     sc: &StreamConfig,
     config: &Config,
     store: Arc<dyn StateStore>,
     events: Events,
     cancel: CancellationToken,
-    build: &DestinationFactory,
+    make: Factories<'_>,
     solo: bool,
 ) -> Result<Arc<StreamShared>, StartError> {
+    let Factories {
+        destinations: build,
+        sources: open_source,
+    } = make;
     let name = sc.name.as_str();
     let source_engine = sc.source.get_ref().engine;
     let row = store.register_stream(name).await?;
@@ -364,6 +376,7 @@ async fn register_stream(
         uuid: row.uuid,
         source_engine,
         source: sc.source.get_ref().clone(),
+        open_source,
         batch: sc.batch.clone(),
         events,
         staged,

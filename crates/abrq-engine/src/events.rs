@@ -221,6 +221,11 @@ impl Events {
             .inc();
     }
 
+    /// A task stopped on a definite failure: it waits for an operator.
+    pub fn task_stopped(&self, h: &crate::supervise::LoopHealth, error: &str, recovery: &str) {
+        tracing::error!(stream = %h.stream, destination = %h.destination, task = h.kind.as_str(), error, recovery, "task stopped: restarting cannot help until an operator acts");
+    }
+
     /// Creates a task's restart series at zero.
     pub fn register_task(&self, h: &crate::supervise::LoopHealth) {
         self.metrics

@@ -6,15 +6,22 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::stream::StreamShared;
-use crate::supervise::{describe, supervise};
+use crate::supervise::{describe, supervise, Fault};
 
 /// How often expired ingest request keys are deleted.
 const EXPIRE_EVERY: Duration = Duration::from_secs(60);
 
 pub async fn run(stream: Arc<StreamShared>, every: Duration) {
-    supervise(&stream.gc_health, &stream.events, &stream.cancel, || {
-        collect_every(&stream, every)
-    })
+    supervise(
+        &stream.gc_health,
+        &stream.events,
+        &stream.cancel,
+        || async {
+            collect_every(&stream, every)
+                .await
+                .map_err(Fault::Transient)
+        },
+    )
     .await
 }
 

@@ -6,7 +6,6 @@
 //! the body again): the parsed values of one record at a time, never of the
 //! whole body.
 
-use abrq_core::config::SourceEngine;
 use abrq_state::{RequestKey, StageOutcome};
 use bytes::Bytes;
 use serde::Serialize;
@@ -83,7 +82,7 @@ impl Engine {
         let s = self
             .stream(stream)
             .ok_or_else(|| IngestFailure::UnknownStream(stream.to_string()))?;
-        if s.source_engine != SourceEngine::Http {
+        if s.source_engine.pulled() {
             return Err(IngestFailure::NotHttp(stream.to_string()));
         }
         let key = idempotency_key.map(check_key).transpose()?;

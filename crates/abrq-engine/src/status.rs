@@ -39,16 +39,23 @@ pub struct StreamStatus {
 #[derive(Debug, Clone, Serialize)]
 pub struct SourceStatus {
     pub engine: String,
-    /// `running`, `paused` (backpressure), `done`, `failing`, or with
-    /// shared state `standby` (another process reads it).
+    /// `running`, `paused` (backpressure), `done`, `failing` (retried),
+    /// `stopped` (a definite failure: it waits for an operator, see
+    /// `recovery`), or with shared state `standby` (another process reads
+    /// it).
     pub state: &'static str,
     /// Backpressure holds the source while the spool is full.
     pub paused: bool,
     /// A finite source has staged everything it had.
     pub done: bool,
-    /// Why the source is failing, if it is; it is retried with backoff, so
-    /// fixing the input (or the file's permissions, ...) is enough.
+    /// Why the source is failing, if it is; while `failing` it is retried
+    /// with backoff, so fixing the input (or the file's permissions, ...)
+    /// is enough.
     pub error: Option<String>,
+    /// While `stopped`: what the operator does (then `abrq source
+    /// restart`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub recovery: Option<String>,
     pub failing_since: Option<DateTime<Utc>>,
     /// Source task restarts over the process's life.
     pub restarts: u64,
@@ -236,6 +243,7 @@ impl Engine {
         let elsewhere = self.cluster.is_some() && !s.source_tenure.held();
         let state = match (&failure, done, paused) {
             _ if elsewhere => "standby",
+            (Some(f), _, _) if f.stopped() => "stopped",
             (Some(_), _, _) => "failing",
             (None, true, _) => "done",
             (None, false, true) => "paused",
@@ -250,6 +258,7 @@ impl Engine {
                 paused,
                 done,
                 error: failure.as_ref().map(|f| f.error.clone()),
+                recovery: failure.as_ref().and_then(|f| f.recovery.clone()),
                 failing_since: failure.as_ref().map(|f| f.since),
                 restarts: s.source_health.restarts(),
                 staged_records: m.records_staged.with_label_values(&[&s.name]).get(),

@@ -1,7 +1,7 @@
 //! What the tasks of one stream share: the store, the staged-seq signal that
 //! wakes drain loops, and the spool accounting behind backpressure.
 
-use abrq_sources::Progress;
+use abrq_sources::{Progress, SourceFactory};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -33,6 +33,8 @@ pub struct StreamShared {
     pub uuid: Uuid,
     pub source_engine: SourceEngine,
     pub source: SourceConfig,
+    /// Makes the source task's source from the stored cursor.
+    pub open_source: Arc<SourceFactory>,
     pub batch: BatchConfig,
     pub store: Arc<dyn StateStore>,
     pub events: Events,

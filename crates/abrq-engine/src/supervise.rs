@@ -4,6 +4,12 @@
 //! stream and destination, counted, shown in status and `/readyz`, and the
 //! task starts again after a full-jitter backoff. The task clears the
 //! failure itself once it makes progress again.
+//!
+//! A [`Fault::Definite`] one (a source whose position is gone, whose
+//! credentials are refused) would fail the same way at every restart: the
+//! task stops instead, shown `stopped` with the recovery an operator
+//! follows, and starts again when the operator asks
+//! ([`LoopHealth::request_restart`]).
 
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
@@ -16,6 +22,7 @@ use chrono::{DateTime, Utc};
 use futures::FutureExt;
 use rand::SeedableRng;
 use serde::Serialize;
+use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use crate::events::Events;
@@ -57,6 +64,33 @@ pub struct Failure {
     pub since: DateTime<Utc>,
     /// Restarts since the task last made progress.
     pub restarts: u64,
+    /// Set when the task stopped: restarting cannot help until an
+    /// operator does this.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub recovery: Option<String>,
+}
+
+impl Failure {
+    /// The task stopped on a definite failure (it is not restarting).
+    pub fn stopped(&self) -> bool {
+        self.recovery.is_some()
+    }
+}
+
+/// Why a task ended, by what its supervisor does about it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Fault {
+    /// Restart after a backoff: it may pass.
+    Transient(String),
+    /// Restarting cannot help: stop until an operator restarts the task.
+    Definite { error: String, recovery: String },
+}
+
+impl Fault {
+    /// A transient fault with the error's causes.
+    pub fn transient(e: &dyn std::error::Error) -> Fault {
+        Fault::Transient(describe(e))
+    }
 }
 
 /// The health of one supervised task.
@@ -68,6 +102,8 @@ pub struct LoopHealth {
     failing: AtomicBool,
     failure: Mutex<Option<Failure>>,
     restarts: AtomicU64,
+    /// An operator asked a stopped task to start again.
+    restart: Notify,
 }
 
 impl LoopHealth {
@@ -79,6 +115,7 @@ impl LoopHealth {
             failing: AtomicBool::new(false),
             failure: Mutex::new(None),
             restarts: AtomicU64::new(0),
+            restart: Notify::new(),
         }
     }
 
@@ -100,23 +137,50 @@ impl LoopHealth {
 
     /// Records a failure; returns how many failures in a row this makes.
     pub fn fail(&self, error: &str) -> u64 {
+        self.record(error, None)
+    }
+
+    /// Records a definite failure: the task stops until
+    /// [`LoopHealth::request_restart`].
+    pub fn stop(&self, error: &str, recovery: &str) {
+        self.record(error, Some(recovery.to_string()));
+    }
+
+    fn record(&self, error: &str, recovery: Option<String>) -> u64 {
         let mut f = self.failure.lock().unwrap_or_else(|p| p.into_inner());
         let next = match f.take() {
             Some(prev) => Failure {
                 error: error.to_string(),
                 since: prev.since,
                 restarts: prev.restarts + 1,
+                recovery,
             },
             None => Failure {
                 error: error.to_string(),
                 since: Utc::now(),
                 restarts: 1,
+                recovery,
             },
         };
         let n = next.restarts;
         *f = Some(next);
         self.failing.store(true, Ordering::Release);
         n
+    }
+
+    /// Whether the task stopped on a definite failure.
+    pub fn is_stopped(&self) -> bool {
+        self.failure().is_some_and(|f| f.stopped())
+    }
+
+    /// Starts a stopped task again (an operator fixed the cause). False
+    /// when it was not stopped.
+    pub fn request_restart(&self) -> bool {
+        let stopped = self.is_stopped();
+        if stopped {
+            self.restart.notify_one();
+        }
+        stopped
     }
 
     /// The task made progress: a failure it had is over. Cheap when healthy.
@@ -152,7 +216,8 @@ impl LoopHealth {
 
 /// Runs `body` until it returns Ok (it ended on purpose: shutdown, or a
 /// finite source done) or `cancel` fires. An Err or a panic is recorded on
-/// `health` and the body runs again after a backoff.
+/// `health` and the body runs again after a backoff; a definite fault
+/// stops it until an operator asks for a restart.
 pub async fn supervise<F, Fut>(
     health: &LoopHealth,
     events: &Events,
@@ -160,13 +225,26 @@ pub async fn supervise<F, Fut>(
     mut body: F,
 ) where
     F: FnMut() -> Fut,
-    Fut: Future<Output = Result<(), String>>,
+    Fut: Future<Output = Result<(), Fault>>,
 {
     let mut rng = rand::rngs::StdRng::from_os_rng();
     loop {
         let error = match AssertUnwindSafe(body()).catch_unwind().await {
             Ok(Ok(())) => return,
-            Ok(Err(e)) => e,
+            Ok(Err(Fault::Transient(e))) => e,
+            Ok(Err(Fault::Definite { error, recovery })) => {
+                if cancel.is_cancelled() {
+                    return;
+                }
+                health.stop(&error, &recovery);
+                events.task_stopped(health, &error, &recovery);
+                tokio::select! {
+                    _ = cancel.cancelled() => return,
+                    _ = health.restart.notified() => {}
+                }
+                tracing::info!(stream = %health.stream, task = health.kind.as_str(), "task restarted by an operator");
+                continue;
+            }
             Err(panic) => format!("panicked: {}", panic_message(panic.as_ref())),
         };
         if cancel.is_cancelled() {
@@ -228,7 +306,7 @@ mod tests {
         let runs = AtomicU32::new(0);
         supervise(&health, &events, &cancel, || async {
             match runs.fetch_add(1, Ordering::SeqCst) {
-                0 => Err("store is locked".to_string()),
+                0 => Err(Fault::Transient("store is locked".to_string())),
                 1 => panic!("bad state"),
                 _ => Ok(()),
             }
@@ -261,7 +339,7 @@ mod tests {
             let c = c.clone();
             async move {
                 c.cancel();
-                Err("boom".to_string())
+                Err(Fault::Transient("boom".to_string()))
             }
         })
         .await;
@@ -269,5 +347,36 @@ mod tests {
             health.failure().is_none(),
             "a failure during shutdown is not recorded"
         );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_definite_fault_stops_until_an_operator_restarts() {
+        let health = Arc::new(LoopHealth::new("s", "", LoopKind::Source));
+        let events = Events::new(Arc::new(Metrics::new()));
+        let cancel = CancellationToken::new();
+        let runs = Arc::new(AtomicU32::new(0));
+        let task = {
+            let (health, runs) = (health.clone(), runs.clone());
+            tokio::spawn(async move {
+                supervise(&health, &events, &cancel, || async {
+                    match runs.fetch_add(1, Ordering::SeqCst) {
+                        0 => Err(Fault::Definite {
+                            error: "slot gone".into(),
+                            recovery: "re-snapshot".into(),
+                        }),
+                        _ => Ok(()),
+                    }
+                })
+                .await
+            })
+        };
+        tokio::time::sleep(Duration::from_secs(3600)).await;
+        assert_eq!(runs.load(Ordering::SeqCst), 1, "no restart by itself");
+        let f = health.failure().expect("stopped");
+        assert_eq!(f.recovery.as_deref(), Some("re-snapshot"));
+        assert!(health.is_failing() && health.is_stopped());
+        assert!(health.request_restart());
+        task.await.unwrap();
+        assert_eq!(runs.load(Ordering::SeqCst), 2);
     }
 }

@@ -2,6 +2,27 @@
 
 use abrq_core::Item;
 use abrq_state::payload;
+use serde_json::{Map, Value};
+
+/// What a database source's record counts against a batch's `max_bytes`:
+/// about its JSON length, without encoding it (the spool encodes it once).
+pub fn record_bytes(fields: &Map<String, Value>) -> u64 {
+    fields
+        .iter()
+        .map(|(k, v)| {
+            k.len() as u64
+                + 4
+                + match v {
+                    Value::String(s) => s.len() as u64 + 2,
+                    Value::Null => 4,
+                    Value::Bool(b) => 4 + u64::from(!*b),
+                    Value::Number(n) => n.to_string().len() as u64,
+                    Value::Array(_) | Value::Object(_) => v.to_string().len() as u64,
+                }
+        })
+        .sum::<u64>()
+        + 2
+}
 
 /// How much one chunk may hold: a batch's limits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

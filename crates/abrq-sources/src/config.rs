@@ -1,15 +1,12 @@
 //! Every source's own keys, checked without I/O: one options type per
 //! engine, beside the engine (`file/config.rs`, `generate.rs`, `http.rs`,
-//! `database.rs`). [`validate`] runs them all when the binary loads a
+//! `postgres/config.rs`, `mysql/config.rs`). [`validate`] runs them all when the binary loads a
 //! config, so a key of the wrong engine fails at startup naming the key,
 //! the engine and the line.
 
-use abrq_core::config::{Config, SourceConfig, SourceEngine};
+use abrq_core::config::Config;
 
-use crate::file::FileOptions;
-use crate::generate::GenerateOptions;
-use crate::http::HttpOptions;
-use crate::postgres::PostgresSettings;
+use crate::registry::check;
 
 /// Checks every stream's source.
 pub fn validate(config: &Config) -> Result<(), String> {
@@ -19,21 +16,14 @@ pub fn validate(config: &Config) -> Result<(), String> {
     Ok(())
 }
 
-/// Checks one source's own keys.
-pub fn check(cfg: &SourceConfig) -> Result<(), String> {
-    match cfg.engine {
-        SourceEngine::File => FileOptions::from_config(cfg).map(drop),
-        SourceEngine::Generate => GenerateOptions::from_config(cfg).map(drop),
-        SourceEngine::Http => HttpOptions::from_config(cfg).map(drop),
-        SourceEngine::Postgres => PostgresSettings::from_config(cfg).map(drop),
-        SourceEngine::Mysql => crate::mysql::MysqlSettings::from_config(cfg).map(drop),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::file::FileFormat;
+    use crate::file::{FileFormat, FileOptions};
+    use crate::generate::GenerateOptions;
+    use crate::http::HttpOptions;
+    use crate::postgres::PostgresSettings;
+    use abrq_core::config::SourceConfig;
 
     use abrq_core::config::testing::{
         assert_broken_secret_line_is_named_not_shown, ALL_SECRETS, GOOD,

@@ -8,8 +8,8 @@ use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
 use crate::chunk::{Chunk, Limits};
-use crate::file::SourceError;
-use crate::ReadChunk;
+use crate::error::{Failure, SourceError};
+use crate::source::ReadChunk;
 
 /// The `generate` source's one key: how many records.
 #[derive(Debug, Clone, Deserialize)]
@@ -38,17 +38,17 @@ impl GenerateSource {
         cfg: &SourceConfig,
         cursor: Option<&str>,
     ) -> Result<GenerateSource, SourceError> {
-        let o = GenerateOptions::from_config(cfg).map_err(SourceError::Config)?;
+        let o =
+            GenerateOptions::from_config(cfg).map_err(|e| SourceError::new(Failure::Invalid, e))?;
         GenerateSource::open(o.records, cursor)
     }
 
     pub fn open(total: u64, cursor: Option<&str>) -> Result<GenerateSource, SourceError> {
         let next = match cursor {
             None => 0,
-            Some(c) => c.parse::<u64>().map_err(|e| SourceError::Bad {
-                path: "generate".into(),
-                line: 0,
-                message: format!("bad cursor {c:?}: {e}"),
+            Some(c) => c.parse::<u64>().map_err(|e| {
+                SourceError::caused(Failure::Invalid, format!("bad cursor {c:?}"), e)
+                    .at("generate:0")
             })?,
         };
         Ok(GenerateSource { next, total })

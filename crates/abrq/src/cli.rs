@@ -76,6 +76,9 @@ pub enum Command {
     /// Enable, disable, pause or resume a destination.
     #[command(subcommand)]
     Destination(DestinationCmd),
+    /// Operator actions on a stream's source.
+    #[command(subcommand)]
+    Source(SourceCmd),
     /// Read a postgres cdc source's tables again while it streams.
     Backfill {
         #[arg(long, short)]
@@ -83,6 +86,18 @@ pub enum Command {
         /// One captured table (schema.name); all of them when absent.
         #[arg(long)]
         table: Option<String>,
+        #[command(flatten)]
+        remote: Remote,
+    },
+}
+
+#[derive(Subcommand)]
+pub enum SourceCmd {
+    /// Start a source that stopped on a definite failure (status
+    /// `stopped`) again, once its cause is fixed.
+    Restart {
+        #[arg(long, short)]
+        stream: String,
         #[command(flatten)]
         remote: Remote,
     },

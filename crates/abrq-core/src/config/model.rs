@@ -214,6 +214,19 @@ impl SourceEngine {
             SourceEngine::Mysql => "mysql",
         }
     }
+
+    /// Whether abrq reads the source itself (a source task stages what it
+    /// reads), or its records are sent to the server (HTTP ingest: every
+    /// process stages what it is sent, and no process holds the source).
+    pub fn pulled(self) -> bool {
+        match self {
+            SourceEngine::File
+            | SourceEngine::Generate
+            | SourceEngine::Postgres
+            | SourceEngine::Mysql => true,
+            SourceEngine::Http => false,
+        }
+    }
 }
 
 /// `[streams.source]`: the engine, and its own keys (read by the source's

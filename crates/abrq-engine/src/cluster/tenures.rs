@@ -33,7 +33,7 @@ impl Resource {
     pub(super) fn all(streams: &[Arc<StreamShared>]) -> Vec<Resource> {
         let mut out = Vec::new();
         for s in streams {
-            if s.source_engine != abrq_core::config::SourceEngine::Http {
+            if s.source_engine.pulled() {
                 out.push(Resource::Source(s.clone()));
             }
             for d in &s.destinations {

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use crate::destination::DestShared;
 use crate::stream::StreamShared;
-use crate::supervise::{describe, supervise};
+use crate::supervise::{describe, supervise, Fault};
 
 /// The mark writer of one destination, under its supervisor.
 pub async fn run_marks(stream: Arc<StreamShared>, dest: Arc<DestShared>) {
@@ -18,7 +18,7 @@ pub async fn run_marks(stream: Arc<StreamShared>, dest: Arc<DestShared>) {
         &dest.marks_health,
         &stream.events,
         &dest.tenure.cancel(),
-        || write_marks(&stream, &dest),
+        || async { write_marks(&stream, &dest).await.map_err(Fault::Transient) },
     )
     .await
 }

@@ -27,7 +27,7 @@ use tokio::sync::watch;
 
 use crate::destination::{DestShared, Switches};
 use crate::stream::StreamShared;
-use crate::supervise::{describe, supervise};
+use crate::supervise::{supervise, Fault};
 use work::Work;
 
 /// The drain loop of one destination, under its supervisor.
@@ -40,7 +40,7 @@ pub async fn run(stream: Arc<StreamShared>, dest: Arc<DestShared>) {
             Drainer::new(&stream, &dest)
                 .run()
                 .await
-                .map_err(|e| describe(&e))
+                .map_err(|e| Fault::transient(&e))
         },
     )
     .await

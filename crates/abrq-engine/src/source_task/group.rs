@@ -10,7 +10,9 @@ use std::sync::Arc;
 use abrq_state::NewBatch;
 use tokio::task::JoinHandle;
 
-use super::{Reader, SourceTaskError, PROGRESS_EVERY};
+use abrq_sources::Source;
+
+use super::{SourceTaskError, PROGRESS_EVERY};
 use crate::stream::{StageError, StreamShared};
 
 /// Batches held for the next commit while one is in flight: enough to
@@ -47,11 +49,11 @@ impl Group {
 
     /// A full batch for the next commit; the commit starts now unless one
     /// is in flight (then it waits only when the group is full).
-    pub async fn push<R: Reader>(
+    pub async fn push(
         &mut self,
         batch: NewBatch,
         cursor: Option<String>,
-        source: &mut R,
+        source: &mut dyn Source,
     ) -> Result<(), SourceTaskError> {
         self.ready_bytes += batch.bytes;
         self.ready.push(batch);
@@ -70,10 +72,10 @@ impl Group {
     }
 
     /// A cursor move without records, staged once nothing else is pending.
-    pub async fn move_cursor<R: Reader>(
+    pub async fn move_cursor(
         &mut self,
         cursor: Option<String>,
-        source: &mut R,
+        source: &mut dyn Source,
     ) -> Result<(), SourceTaskError> {
         self.flush(source).await?;
         self.ready_cursor = cursor;
@@ -82,7 +84,7 @@ impl Group {
     }
 
     /// Stages everything read so far and waits for it.
-    pub async fn flush<R: Reader>(&mut self, source: &mut R) -> Result<(), SourceTaskError> {
+    pub async fn flush(&mut self, source: &mut dyn Source) -> Result<(), SourceTaskError> {
         self.wait(source).await?;
         if !self.ready.is_empty() {
             self.start();
@@ -103,7 +105,7 @@ impl Group {
     }
 
     /// Takes up a commit that ended meanwhile.
-    async fn settle_if_done<R: Reader>(&mut self, source: &mut R) -> Result<(), SourceTaskError> {
+    async fn settle_if_done(&mut self, source: &mut dyn Source) -> Result<(), SourceTaskError> {
         if self.in_flight.as_ref().is_some_and(|t| t.is_finished()) {
             self.wait(source).await?;
         }
@@ -112,7 +114,7 @@ impl Group {
 
     /// Waits for the commit in flight; status keeps learning the source's
     /// progress meanwhile (backpressure may hold it for long).
-    async fn wait<R: Reader>(&mut self, source: &mut R) -> Result<(), SourceTaskError> {
+    async fn wait(&mut self, source: &mut dyn Source) -> Result<(), SourceTaskError> {
         let Some(task) = self.in_flight.as_mut() else {
             return Ok(());
         };

@@ -1,19 +1,17 @@
-//! The task that reads a pull source (file, generate, a postgres table)
-//! and stages what it reads, batch by batch, with the cursor just past
-//! each batch in the same transaction.
+//! The task that reads a pulled source (a file, the generator, a database
+//! table or its changes) and stages what it reads, batch by batch, with
+//! the cursor just past each batch in the same transaction. The source is
+//! made by the stream's [`abrq_sources::SourceFactory`] from the cursor
+//! the store holds; the engine names no source engine.
 
-use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use abrq_core::config::{SourceConfig, SourceEngine};
-use abrq_sources::mysql::{Mode as MysqlMode, MysqlCdcSource, MysqlCursorSource, MysqlSettings};
-use abrq_sources::postgres::{Mode, PgCdcSource, PgCursorSource, PostgresSettings};
-use abrq_sources::{Chunk, FileSource, GenerateSource, Limits, Progress, ReadChunk, SourceError};
+use abrq_sources::{Chunk, Limits, Source, SourceError, SourceSpec};
 use abrq_state::NewBatch;
 
 use crate::stream::{StageError, StreamShared};
-use crate::supervise::{describe, supervise};
+use crate::supervise::{describe, supervise, Fault};
 use tokio_util::sync::CancellationToken;
 
 mod group;
@@ -21,9 +19,6 @@ use group::Group;
 
 /// How often status learns the source's progress while staging waits.
 const PROGRESS_EVERY: Duration = Duration::from_secs(1);
-
-/// How often a followed file is checked for new lines.
-const FOLLOW_POLL: Duration = Duration::from_millis(200);
 
 #[derive(Debug, thiserror::Error)]
 pub enum SourceTaskError {
@@ -35,8 +30,29 @@ pub enum SourceTaskError {
     Store(#[from] abrq_state::StoreError),
     #[error("cannot encode a batch for the spool: {0}")]
     Encode(#[from] serde_json::Error),
-    #[error("source reader task failed: {0}")]
+    #[error("staging task failed: {0}")]
     Join(#[from] tokio::task::JoinError),
+}
+
+impl From<SourceTaskError> for Fault {
+    /// A source's definite failure stops the task; anything else is
+    /// restarted.
+    fn from(e: SourceTaskError) -> Fault {
+        let recovery = match &e {
+            SourceTaskError::Source(s) => s.failure().recovery(),
+            SourceTaskError::Stage(_)
+            | SourceTaskError::Store(_)
+            | SourceTaskError::Encode(_)
+            | SourceTaskError::Join(_) => None,
+        };
+        match recovery {
+            Some(recovery) => Fault::Definite {
+                error: describe(&e),
+                recovery: recovery.to_string(),
+            },
+            None => Fault::transient(&e),
+        }
+    }
 }
 
 /// [`run`] under its supervisor until `cancel`: the source task of a
@@ -44,176 +60,22 @@ pub enum SourceTaskError {
 pub async fn run_supervised(stream: Arc<StreamShared>, cancel: CancellationToken) {
     let s = &stream;
     supervise(&s.source_health, &s.events, &cancel, || async {
-        run(s.clone(), s.source.clone())
-            .await
-            .map_err(|e| describe(&e))
+        run(s.clone()).await.map_err(Fault::from)
     })
     .await
 }
 
-/// Runs the stream's pull source (file or generate) until it is exhausted
-/// (or forever when following a file).
-pub async fn run(stream: Arc<StreamShared>, cfg: SourceConfig) -> Result<(), SourceTaskError> {
+/// Reads the stream's source until it is exhausted (forever for one that
+/// follows).
+pub async fn run(stream: Arc<StreamShared>) -> Result<(), SourceTaskError> {
     let cursor = stream.store.cursor(&stream.name).await?;
-    match cfg.engine {
-        SourceEngine::Generate => {
-            let src = GenerateSource::from_config(&cfg, cursor.as_deref())?;
-            let how = Pace::until_end(FOLLOW_POLL);
-            pump(stream, Blocking(Some(src)), how, "generate".into()).await
-        }
-        SourceEngine::File => {
-            let src = FileSource::from_config(&cfg, cursor.as_deref())?;
-            let (follow, path) = (src.follows(), src.path().display().to_string());
-            let how = match follow {
-                true => Pace::forever(FOLLOW_POLL),
-                false => Pace::until_end(FOLLOW_POLL),
-            };
-            pump(stream, Blocking(Some(src)), how, path).await
-        }
-        SourceEngine::Postgres => {
-            let settings = PostgresSettings::from_config(&cfg).map_err(SourceError::Config)?;
-            let what = settings.describe();
-            match settings.mode {
-                Mode::Cursor => {
-                    let how = Pace::forever(settings.poll_interval);
-                    let src = PgCursorSource::new(settings, cursor.as_deref())?;
-                    pump(stream, src, how, what).await
-                }
-                Mode::Cdc => {
-                    // a read waits for changes itself: no nap after it
-                    let how = Pace::forever(Duration::from_millis(1));
-                    let src = PgCdcSource::new(settings, &stream.name, cursor.as_deref())?;
-                    pump(stream, src, how, what).await
-                }
-            }
-        }
-        SourceEngine::Mysql => {
-            let settings = MysqlSettings::from_config(&cfg).map_err(SourceError::Config)?;
-            let what = settings.describe();
-            match settings.mode {
-                MysqlMode::Cursor => {
-                    let how = Pace::forever(settings.poll_interval);
-                    let src = MysqlCursorSource::new(settings, cursor.as_deref())?;
-                    pump(stream, src, how, what).await
-                }
-                MysqlMode::Cdc => {
-                    let how = Pace::forever(Duration::from_millis(1));
-                    let src = MysqlCdcSource::new(settings, &stream.name, cursor.as_deref())?;
-                    pump(stream, src, how, what).await
-                }
-            }
-        }
-        SourceEngine::Http => Ok(()),
-    }
-}
-
-/// A source the pump reads from.
-trait Reader: Send {
-    fn read(
-        &mut self,
-        limits: Limits,
-    ) -> impl Future<Output = Result<Chunk, SourceTaskError>> + Send;
-
-    /// Everything up to `cursor` is staged (a replication source confirms
-    /// its slot now, never before).
-    fn staged(&mut self, _cursor: &str) {}
-
-    /// Where a database source reads, for status and metrics.
-    fn progress(&self) -> Option<Progress> {
-        None
-    }
-
-    /// An operator asked to read `table` (None: every table) again.
-    fn backfill(&mut self, _table: Option<String>) {}
-}
-
-/// A source read on a blocking thread (files).
-struct Blocking<S>(Option<S>);
-
-impl<S: ReadChunk> Reader for Blocking<S> {
-    async fn read(&mut self, limits: Limits) -> Result<Chunk, SourceTaskError> {
-        let mut src = self.0.take().expect("source is put back after each read");
-        let (src, read) = tokio::task::spawn_blocking(move || {
-            let r = src.read_chunk(limits);
-            (src, r)
-        })
-        .await?;
-        self.0 = Some(src);
-        Ok(read?)
-    }
-}
-
-impl Reader for PgCursorSource {
-    async fn read(&mut self, limits: Limits) -> Result<Chunk, SourceTaskError> {
-        Ok(self.read_chunk(limits).await?)
-    }
-
-    fn progress(&self) -> Option<Progress> {
-        Some(PgCursorSource::progress(self))
-    }
-}
-
-impl Reader for PgCdcSource {
-    async fn read(&mut self, limits: Limits) -> Result<Chunk, SourceTaskError> {
-        Ok(self.read_chunk(limits).await?)
-    }
-
-    fn staged(&mut self, cursor: &str) {
-        PgCdcSource::staged(self, cursor);
-    }
-
-    fn progress(&self) -> Option<Progress> {
-        Some(PgCdcSource::progress(self))
-    }
-
-    fn backfill(&mut self, table: Option<String>) {
-        PgCdcSource::backfill(self, table);
-    }
-}
-
-impl Reader for MysqlCursorSource {
-    async fn read(&mut self, limits: Limits) -> Result<Chunk, SourceTaskError> {
-        Ok(self.read_chunk(limits).await?)
-    }
-
-    fn progress(&self) -> Option<Progress> {
-        Some(MysqlCursorSource::progress(self))
-    }
-}
-
-impl Reader for MysqlCdcSource {
-    async fn read(&mut self, limits: Limits) -> Result<Chunk, SourceTaskError> {
-        Ok(self.read_chunk(limits).await?)
-    }
-
-    fn progress(&self) -> Option<Progress> {
-        Some(MysqlCdcSource::progress(self))
-    }
-
-    fn backfill(&mut self, table: Option<String>) {
-        MysqlCdcSource::backfill(self, table);
-    }
-}
-
-/// What the pump does at the source's end: stop, or look again after
-/// `idle`.
-#[derive(Clone, Copy)]
-struct Pace {
-    follow: bool,
-    idle: Duration,
-}
-
-impl Pace {
-    fn until_end(idle: Duration) -> Pace {
-        Pace {
-            follow: false,
-            idle,
-        }
-    }
-
-    fn forever(idle: Duration) -> Pace {
-        Pace { follow: true, idle }
-    }
+    let spec = SourceSpec {
+        stream: &stream.name,
+        config: &stream.source,
+        cursor: cursor.as_deref(),
+    };
+    let source = (stream.open_source)(&spec)?;
+    pump(stream, source).await
 }
 
 /// A batch for the spool: parsed items encoded, kept lines as they are
@@ -229,12 +91,12 @@ fn encode(batch: Chunk) -> Result<NewBatch, serde_json::Error> {
     Ok(encoded)
 }
 
-async fn pump<R: Reader>(
+async fn pump(
     stream: Arc<StreamShared>,
-    mut source: R,
-    pace: Pace,
-    what: String,
+    mut source: Box<dyn Source>,
 ) -> Result<(), SourceTaskError> {
+    let pace = source.pace();
+    let what = source.describe();
     let follow = pace.follow;
     let limits = Limits {
         max_records: stream.batch.max_records,
@@ -247,7 +109,7 @@ async fn pump<R: Reader>(
     loop {
         if stream.source_tenure.cancel().is_cancelled() {
             // unstaged records are read again after a restart
-            return group.flush(&mut source).await;
+            return group.flush(source.as_mut()).await;
         }
         let asked = std::mem::take(
             &mut *stream
@@ -278,19 +140,19 @@ async fn pump<R: Reader>(
             let batch = std::mem::take(&mut pending);
             first_at = None;
             let cursor = batch.cursor.clone();
-            group.push(encode(batch)?, cursor, &mut source).await?;
+            group.push(encode(batch)?, cursor, source.as_mut()).await?;
         } else if at_end && pending.is_empty() && pending.cursor.is_some() {
             // the source moved without a record (a transaction's commit
             // read after its changes were staged): keep the move, so a
             // replication slot can be confirmed past it while quiet
             if pending.cursor != group.last_staged {
                 let cursor = pending.cursor.take();
-                group.move_cursor(cursor, &mut source).await?;
+                group.move_cursor(cursor, source.as_mut()).await?;
             }
         }
         if at_end {
             // the source is quiet: what it gave is staged before the nap
-            group.flush(&mut source).await?;
+            group.flush(source.as_mut()).await?;
             // Reading is not progress on its own: a source that reads but
             // cannot stage (a locked state store) stays failing until a
             // commit lands (`Group::wait`) or it has nothing left to stage.

@@ -21,7 +21,7 @@ use serde_json::{Map, Number, Value};
 
 use super::FileSource;
 use crate::chunk::{Chunk, Limits};
-use crate::file::SourceError;
+use crate::error::SourceError;
 
 impl FileSource {
     pub(super) fn read_csv(

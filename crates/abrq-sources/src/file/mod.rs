@@ -18,29 +18,7 @@ use std::path::{Path, PathBuf};
 use abrq_core::config::SourceConfig;
 
 use crate::chunk::{Chunk, Limits};
-
-#[derive(Debug, thiserror::Error)]
-pub enum SourceError {
-    #[error("{path}: {source}")]
-    Io {
-        path: String,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("{path}:{line}: {message}")]
-    Bad {
-        path: String,
-        line: u64,
-        message: String,
-    },
-    /// The source's config (checked when the config was loaded, so only a
-    /// config that was not can fail here).
-    #[error("{0}")]
-    Config(String),
-    /// A database source could not read: `at` says which server and table.
-    #[error("{at}: {message}")]
-    Database { at: String, message: String },
-}
+use crate::error::{Failure, SourceError};
 
 pub struct FileSource {
     path: PathBuf,
@@ -60,7 +38,7 @@ impl FileSource {
         cfg: &SourceConfig,
         cursor: Option<&str>,
     ) -> Result<FileSource, SourceError> {
-        let o = FileOptions::from_config(cfg).map_err(SourceError::Config)?;
+        let o = FileOptions::from_config(cfg).map_err(|e| SourceError::new(Failure::Invalid, e))?;
         let src = FileSource::open(o.path.as_str().as_ref(), o.format(), o.follow, cursor)?;
         Ok(src.with_null_values(o.null_values()))
     }
@@ -204,18 +182,11 @@ impl FileSource {
     }
 
     fn io(&self, source: std::io::Error) -> SourceError {
-        SourceError::Io {
-            path: self.path.display().to_string(),
-            source,
-        }
+        SourceError::from_client("", source).at(self.path.display().to_string())
     }
 
     fn bad(&self, line: u64, message: String) -> SourceError {
-        SourceError::Bad {
-            path: self.path.display().to_string(),
-            line,
-            message,
-        }
+        SourceError::new(Failure::BadRecord, message).at(format!("{}:{line}", self.path.display()))
     }
 }
 
@@ -242,7 +213,7 @@ fn last_newline_end(file: &mut File, from: u64, len: u64) -> std::io::Result<u64
     Ok(from)
 }
 
-impl crate::ReadChunk for FileSource {
+impl crate::source::ReadChunk for FileSource {
     /// Reads up to `limits` of complete records after the cursor.
     fn read_chunk(&mut self, limits: Limits) -> Result<Chunk, SourceError> {
         self.read_complete(limits)

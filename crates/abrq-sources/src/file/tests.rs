@@ -6,7 +6,7 @@ use serde_json::json;
 
 use super::FileSource;
 use crate::chunk::{Chunk, Limits};
-use crate::ReadChunk;
+use crate::source::ReadChunk;
 
 const BIG: Limits = Limits {
     max_records: 1000,

@@ -5,6 +5,7 @@ use mysql_async::prelude::Queryable;
 use serde_json::{Map, Value};
 
 use super::config::TableName;
+use crate::error::{Failure, SourceError};
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Column {
@@ -24,7 +25,10 @@ pub struct Shape {
 }
 
 /// The table's columns in ordinal order; `None` when it does not exist.
-pub async fn shape(conn: &mut mysql_async::Conn, t: &TableName) -> Result<Option<Shape>, String> {
+pub async fn shape(
+    conn: &mut mysql_async::Conn,
+    t: &TableName,
+) -> Result<Option<Shape>, SourceError> {
     let rows: Vec<(String, String, String, String)> = conn
         .exec(
             "SELECT CAST(COLUMN_NAME AS CHAR), CAST(COLUMN_TYPE AS CHAR), CAST(DATA_TYPE AS CHAR), \
@@ -33,7 +37,7 @@ pub async fn shape(conn: &mut mysql_async::Conn, t: &TableName) -> Result<Option
             (&t.database, &t.name),
         )
         .await
-        .map_err(|e| format!("cannot read the columns of {t}: {e}"))?;
+        .map_err(|e| SourceError::from_client(format!("cannot read the columns of {t}"), e))?;
     if rows.is_empty() {
         return Ok(None);
     }
@@ -61,16 +65,19 @@ pub async fn shape(conn: &mut mysql_async::Conn, t: &TableName) -> Result<Option
 
 /// Every server setting the binlog source needs that is not so, each with
 /// its fix.
-pub async fn missing(conn: &mut mysql_async::Conn) -> Result<Vec<String>, String> {
+pub async fn missing(conn: &mut mysql_async::Conn) -> Result<Vec<String>, SourceError> {
     let row: Option<(String, String, String)> = conn
         .query_first(
             "SELECT CAST(@@GLOBAL.log_bin AS CHAR), CAST(@@GLOBAL.binlog_format AS CHAR), \
              CAST(@@GLOBAL.binlog_row_image AS CHAR)",
         )
         .await
-        .map_err(|e| format!("cannot read the binlog settings: {e}"))?;
+        .map_err(|e| SourceError::from_client("cannot read the binlog settings", e))?;
     let Some((log_bin, format, image)) = row else {
-        return Err("cannot read the binlog settings".into());
+        return Err(SourceError::new(
+            Failure::Server,
+            "cannot read the binlog settings: no answer",
+        ));
     };
     let mut out = Vec::new();
     if log_bin != "1" && !log_bin.eq_ignore_ascii_case("on") {

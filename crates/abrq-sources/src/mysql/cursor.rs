@@ -10,11 +10,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::catalog::{self, Shape};
-use super::cdc::fail;
 use super::config::{quote, MysqlSettings, TableName};
 use super::values;
+use crate::chunk::record_bytes;
 use crate::chunk::{Chunk, Limits};
-use crate::file::SourceError;
+use crate::error::{Context as _, Failure, SourceError};
 use crate::progress::Progress;
 
 /// The last staged row's cursor value and key, as JSON.
@@ -39,9 +39,13 @@ impl MysqlCursorSource {
     pub fn new(settings: MysqlSettings, cursor: Option<&str>) -> Result<Self, SourceError> {
         let position = match cursor {
             None => None,
-            Some(c) => Some(serde_json::from_str(c).map_err(|e| SourceError::Database {
-                at: settings.describe(),
-                message: format!("the stored cursor {c:?} is not this source's: {e}"),
+            Some(c) => Some(serde_json::from_str(c).map_err(|e| {
+                SourceError::caused(
+                    Failure::Invalid,
+                    format!("the stored cursor {c:?} is not this source's"),
+                    e,
+                )
+                .at(settings.describe())
             })?),
         };
         Ok(MysqlCursorSource {
@@ -52,13 +56,6 @@ impl MysqlCursorSource {
             shape: None,
             position,
         })
-    }
-
-    fn fail(&self, what: &str, e: impl std::fmt::Display) -> SourceError {
-        SourceError::Database {
-            at: self.settings.describe(),
-            message: format!("{what}: {e}"),
-        }
     }
 
     pub fn progress(&self) -> Progress {
@@ -78,25 +75,24 @@ impl MysqlCursorSource {
         if self.conn.is_none() {
             let conn = Conn::new(self.settings.opts())
                 .await
-                .map_err(|e| self.fail("cannot connect", e))?;
+                .context("cannot connect")?;
             self.conn = Some(conn);
         }
         let conn = self.conn.as_mut().expect("connected above");
         let shape = catalog::shape(conn, &self.table)
             .await
-            .map_err(|e| fail(&self.settings, "catalog", e))?
+            .context("catalog")?
             .ok_or_else(|| {
-                fail(
-                    &self.settings,
-                    "catalog",
-                    format!("table {} does not exist", self.table),
+                SourceError::new(
+                    Failure::NotConfigured,
+                    format!("catalog: table {} does not exist", self.table),
                 )
             })?;
         if !shape.columns.iter().any(|c| c.name == self.cursor) {
-            return Err(self.fail(
-                "cursor",
+            return Err(SourceError::new(
+                Failure::NotConfigured,
                 format!(
-                    "cursor column {:?} is not a column of {}",
+                    "cursor: cursor column {:?} is not a column of {}",
                     self.cursor, self.table
                 ),
             ));
@@ -108,10 +104,10 @@ impl MysqlCursorSource {
             .map(|c| c.name.clone())
             .collect();
         if !shape.columns.iter().any(|c| c.key) {
-            return Err(self.fail(
-                "cursor",
+            return Err(SourceError::new(
+                Failure::NoKey,
                 format!(
-                    "{} has no primary key to break ties between rows",
+                    "cursor: {} has no primary key to break ties between rows",
                     self.table
                 ),
             ));
@@ -124,7 +120,8 @@ impl MysqlCursorSource {
 
     /// For `abrq check`.
     pub async fn check(&mut self) -> Result<String, SourceError> {
-        let (shape, key) = self.refresh().await?;
+        let refreshed = self.refresh().await;
+        let (shape, key) = refreshed.map_err(|e| e.at(self.settings.describe()))?;
         Ok(format!(
             "{} columns, read in order of {} then ({})",
             shape.columns.len(),
@@ -138,7 +135,7 @@ impl MysqlCursorSource {
         if result.is_err() {
             self.conn = None;
         }
-        result
+        result.map_err(|e| e.at(self.settings.describe()))
     }
 
     async fn read_page(&mut self, limits: Limits) -> Result<Chunk, SourceError> {
@@ -167,7 +164,7 @@ impl MysqlCursorSource {
         let rows: Vec<mysql_async::Row> = conn
             .exec(&sql, Params::Positional(params))
             .await
-            .map_err(|e| fail(&self.settings, "cannot read a page", e))?;
+            .context("cannot read a page")?;
         let mut chunk = Chunk {
             at_end: (rows.len() as u64) < want,
             ..Chunk::default()
@@ -189,7 +186,7 @@ impl MysqlCursorSource {
                     .collect(),
             });
             chunk.records += 1;
-            chunk.bytes += serde_json::to_vec(&fields).map_or(0, |v| v.len() as u64);
+            chunk.bytes += record_bytes(&fields);
             chunk.items.push(Item::Record(Record::insert(fields)));
         }
         if let Some(p) = last {
@@ -202,5 +199,28 @@ impl MysqlCursorSource {
             self.position = Some(p);
         }
         Ok(chunk)
+    }
+}
+
+#[async_trait::async_trait]
+impl crate::source::Source for MysqlCursorSource {
+    fn describe(&self) -> String {
+        self.settings.describe()
+    }
+
+    fn pace(&self) -> crate::source::Pace {
+        crate::source::Pace::forever(self.settings.poll_interval)
+    }
+
+    async fn read(&mut self, limits: Limits) -> Result<Chunk, SourceError> {
+        self.read_chunk(limits).await
+    }
+
+    fn progress(&self) -> Option<Progress> {
+        Some(MysqlCursorSource::progress(self))
+    }
+
+    async fn check(&mut self) -> Result<String, SourceError> {
+        MysqlCursorSource::check(self).await
     }
 }

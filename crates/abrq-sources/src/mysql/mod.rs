@@ -7,6 +7,7 @@ pub mod catalog;
 pub mod cdc;
 pub mod config;
 pub mod cursor;
+pub(crate) mod errors;
 pub mod snapshot;
 pub mod values;
 

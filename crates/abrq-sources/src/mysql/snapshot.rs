@@ -13,6 +13,7 @@ use serde_json::{Map, Value};
 use super::catalog::Shape;
 use super::config::{quote, TableName};
 use super::values;
+use crate::error::{Failure, SourceError};
 
 /// Where the copy stands, in the stream's cursor.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -26,8 +27,8 @@ pub struct CopyPos {
 
 /// Opens a consistent snapshot on `conn`; returns the binlog file and
 /// position it matches.
-pub async fn open(conn: &mut Conn) -> Result<(String, u64), String> {
-    let err = |e: mysql_async::Error| format!("cannot open a consistent snapshot: {e}");
+pub async fn open(conn: &mut Conn) -> Result<(String, u64), SourceError> {
+    let err = |e| SourceError::from_client("cannot open a consistent snapshot", e);
     conn.query_drop("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ")
         .await
         .map_err(err)?;
@@ -47,16 +48,22 @@ pub async fn open(conn: &mut Conn) -> Result<(String, u64), String> {
     };
     if let (Some(file), Some(pos)) = (get("binlog_snapshot_file"), get("binlog_snapshot_position"))
     {
-        let pos = pos
-            .parse()
-            .map_err(|e| format!("binlog_snapshot_position {pos:?}: {e}"))?;
+        let pos = pos.parse().map_err(|e| {
+            SourceError::caused(
+                Failure::Decode,
+                format!("binlog_snapshot_position {pos:?}"),
+                e,
+            )
+        })?;
         return Ok((file, pos));
     }
     // MySQL: no snapshot position; hold writes while both are taken
     conn.query_drop("ROLLBACK").await.map_err(err)?;
     conn.query_drop("FLUSH TABLES WITH READ LOCK")
         .await
-        .map_err(|e| format!("cannot lock tables for the snapshot (needs RELOAD): {e}"))?;
+        .map_err(|e| {
+            SourceError::from_client("cannot lock tables for the snapshot (needs RELOAD)", e)
+        })?;
     let taken = async {
         conn.query_drop("START TRANSACTION WITH CONSISTENT SNAPSHOT")
             .await
@@ -65,8 +72,9 @@ pub async fn open(conn: &mut Conn) -> Result<(String, u64), String> {
             conn.query_first("SHOW MASTER STATUS").await.map_err(err)?;
         let file = row.as_ref().and_then(|r| r.get::<String, _>(0));
         let pos = row.as_ref().and_then(|r| r.get::<u64, _>(1));
-        file.zip(pos)
-            .ok_or_else(|| "SHOW MASTER STATUS shows no binlog".to_string())
+        file.zip(pos).ok_or_else(|| {
+            SourceError::new(Failure::NotConfigured, "SHOW MASTER STATUS shows no binlog")
+        })
     }
     .await;
     conn.query_drop("UNLOCK TABLES").await.map_err(err)?;
@@ -81,7 +89,7 @@ pub async fn page(
     shape: &Shape,
     after: Option<&[Value]>,
     limit: u64,
-) -> Result<(Vec<Map<String, Value>>, bool), String> {
+) -> Result<(Vec<Map<String, Value>>, bool), SourceError> {
     let key: Vec<&str> = shape
         .columns
         .iter()
@@ -89,8 +97,9 @@ pub async fn page(
         .map(|c| c.name.as_str())
         .collect();
     if key.is_empty() {
-        return Err(format!(
-            "{table} has no primary key to copy it by; set snapshot = \"never\""
+        return Err(SourceError::new(
+            Failure::NoKey,
+            format!("{table} has no primary key to copy it by; set snapshot = \"never\""),
         ));
     }
     let cols: Vec<String> = shape.columns.iter().map(|c| quote(&c.name)).collect();
@@ -106,7 +115,7 @@ pub async fn page(
     let rows: Vec<mysql_async::Row> = conn
         .exec(&sql, Params::Positional(params))
         .await
-        .map_err(|e| format!("cannot read a page of {table}: {e}"))?;
+        .map_err(|e| SourceError::from_client(format!("cannot read a page of {table}"), e))?;
     let more = rows.len() as u64 >= limit;
     let out = rows
         .into_iter()

@@ -1,15 +1,15 @@
-//! Catalog reads and errors both postgres modes share.
+//! Catalog reads both postgres modes share.
 
 use sqlx::postgres::PgConnection;
 
 use super::config::TableName;
-use crate::file::SourceError;
+use crate::error::SourceError;
 
 /// The table's primary key columns, in key order.
 pub async fn primary_key(
     conn: &mut PgConnection,
     table: &TableName,
-) -> Result<Vec<String>, String> {
+) -> Result<Vec<String>, SourceError> {
     sqlx::query_scalar(
         "SELECT a.attname::text FROM pg_index i \
          CROSS JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS k(attnum, ord) \
@@ -19,13 +19,5 @@ pub async fn primary_key(
     .bind(table.quoted())
     .fetch_all(&mut *conn)
     .await
-    .map_err(|e| format!("cannot read the primary key of {table}: {e}"))
-}
-
-/// A database source's error: `at` names the server and table.
-pub fn db_error(at: &str, what: &str, e: impl std::fmt::Display) -> SourceError {
-    SourceError::Database {
-        at: at.to_string(),
-        message: format!("{what}: {e}"),
-    }
+    .map_err(|e| SourceError::from_client(format!("cannot read the primary key of {table}"), e))
 }

@@ -19,10 +19,11 @@ use serde_json::{Map, Value};
 use sqlx::postgres::PgConnection;
 use sqlx::Connection;
 
-use super::catalog::{self, db_error};
+use super::catalog;
 use super::config::{quote, PostgresSettings};
+use crate::chunk::record_bytes;
 use crate::chunk::{Chunk, Limits};
-use crate::file::SourceError;
+use crate::error::{Context as _, Failure, SourceError};
 use crate::progress::Progress;
 
 /// Where the stream stands: the last staged row's cursor column and
@@ -68,9 +69,13 @@ impl PgCursorSource {
     pub fn new(settings: PostgresSettings, cursor: Option<&str>) -> Result<Self, SourceError> {
         let position = match cursor {
             None => None,
-            Some(c) => Some(serde_json::from_str(c).map_err(|e| SourceError::Database {
-                at: settings.describe(),
-                message: format!("the stored cursor {c:?} is not this source's: {e}"),
+            Some(c) => Some(serde_json::from_str(c).map_err(|e| {
+                SourceError::caused(
+                    Failure::Invalid,
+                    format!("the stored cursor {c:?} is not this source's"),
+                    e,
+                )
+                .at(settings.describe())
             })?),
         };
         Ok(PgCursorSource {
@@ -103,15 +108,12 @@ impl PgCursorSource {
         self.conn
     }
 
-    fn fail(&self, what: &str, e: impl std::fmt::Display) -> SourceError {
-        db_error(&self.settings.describe(), what, e)
-    }
-
     async fn connect(&mut self) -> Result<(), SourceError> {
         if self.conn.is_none() {
             let conn = PgConnection::connect_with(&self.settings.connect_options())
                 .await
-                .map_err(|e| self.fail("cannot connect", e))?;
+                .context("cannot connect")
+                .map_err(|e| e.at(self.settings.describe()))?;
             self.conn = Some(conn);
         }
         Ok(())
@@ -121,7 +123,8 @@ impl PgCursorSource {
     /// says how the table will be read.
     pub async fn check(&mut self) -> Result<String, SourceError> {
         self.connect().await?;
-        self.refresh_shape().await?;
+        let refreshed = self.refresh_shape().await;
+        refreshed.map_err(|e| e.at(self.settings.describe()))?;
         let shape = self.shape.as_ref().expect("shape read above");
         Ok(format!(
             "{} columns, read in order of {} then ({}); {}",
@@ -156,7 +159,7 @@ impl PgCursorSource {
             // a broken connection is made again on the next read
             self.conn = None;
         }
-        result
+        result.map_err(|e| e.at(self.settings.describe()))
     }
 
     async fn read_page(&mut self, limits: Limits) -> Result<Chunk, SourceError> {
@@ -179,7 +182,7 @@ impl PgCursorSource {
                 q.bind(want as i64).fetch_all(&mut *conn).await
             }
         }
-        .map_err(|e| self.fail("cannot read a page", e))?;
+        .context("cannot read a page")?;
         let at_end = (rows.len() as u64) < want;
         let mut chunk = Chunk {
             at_end,
@@ -187,10 +190,10 @@ impl PgCursorSource {
         };
         let mut last = None;
         for (i, (text,)) in rows.iter().enumerate() {
-            let fields: Map<String, Value> =
-                serde_json::from_str(text).map_err(|e| self.fail("a row is not JSON", e))?;
+            let fields: Map<String, Value> = serde_json::from_str(text)
+                .map_err(|e| SourceError::caused(Failure::Decode, "a row is not JSON", e))?;
             last = Some(self.position_of(&shape, &fields)?);
-            chunk.bytes += text.len() as u64;
+            chunk.bytes += record_bytes(&fields);
             chunk.records += 1;
             chunk.items.push(Item::Record(Record::insert(fields)));
             if chunk.bytes >= limits.max_bytes && i + 1 < rows.len() {
@@ -219,9 +222,9 @@ impl PgCursorSource {
         let text = |col: &str| -> Result<String, SourceError> {
             match row.get(col) {
                 Some(Value::String(s)) => Ok(s.clone()),
-                Some(Value::Null) | None => Err(self.fail(
-                    "cannot keep the cursor",
-                    format!("column {col:?} is null in a row; the cursor and primary_key columns must not be null"),
+                Some(Value::Null) | None => Err(SourceError::new(
+                    Failure::Invalid,
+                    format!("cannot keep the cursor: column {col:?} is null in a row; the cursor and primary_key columns must not be null"),
                 )),
                 Some(v) => Ok(v.to_string()),
             }
@@ -250,7 +253,7 @@ impl PgCursorSource {
         .bind(&rel)
         .fetch_all(&mut *conn)
         .await
-        .map_err(|e| self.fail("cannot read the table's columns", e))?;
+        .context("cannot read the table's columns")?;
         let columns: Vec<Column> = cols
             .into_iter()
             .map(|(name, ty, base)| Column {
@@ -265,9 +268,13 @@ impl PgCursorSource {
         let conn = self.conn.as_mut().expect("connected");
         let catalog_key = catalog::primary_key(conn, &self.settings.table)
             .await
-            .map_err(|e| self.fail("cannot read the table's primary key", e))?;
-        let shape = build_shape(&self.settings, columns, catalog_key)
-            .map_err(|e| self.fail("cannot read this table by cursor", e))?;
+            .context("cannot read the table's primary key")?;
+        let shape = build_shape(&self.settings, columns, catalog_key).map_err(|e| {
+            SourceError::new(
+                Failure::NotConfigured,
+                format!("cannot read this table by cursor: {e}"),
+            )
+        })?;
         if let Some(old) = &self.shape {
             tracing::info!(table = %self.settings.table, before = old.columns.len(), after = shape.columns.len(), "source table's columns changed");
         }
@@ -359,6 +366,29 @@ fn build_shape(
         next_page,
         schema,
     })
+}
+
+#[async_trait::async_trait]
+impl crate::source::Source for PgCursorSource {
+    fn describe(&self) -> String {
+        self.settings.describe()
+    }
+
+    fn pace(&self) -> crate::source::Pace {
+        crate::source::Pace::forever(self.settings.poll_interval)
+    }
+
+    async fn read(&mut self, limits: Limits) -> Result<Chunk, SourceError> {
+        self.read_chunk(limits).await
+    }
+
+    fn progress(&self) -> Option<Progress> {
+        Some(PgCursorSource::progress(self))
+    }
+
+    async fn check(&mut self) -> Result<String, SourceError> {
+        PgCursorSource::check(self).await
+    }
 }
 
 #[cfg(test)]

@@ -6,6 +6,7 @@ pub mod catalog;
 pub mod cdc;
 pub mod config;
 pub mod cursor;
+mod errors;
 
 pub use cdc::PgCdcSource;
 pub use config::{Mode, PostgresSettings, Snapshot, TableName};

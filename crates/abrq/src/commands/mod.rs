@@ -30,6 +30,7 @@ pub async fn dispatch(cmd: Command) -> anyhow::Result<()> {
         Command::DeadLetters(c) => remote::dead_letters(c).await,
         Command::Breaker(c) => remote::breaker(c).await,
         Command::Destination(c) => remote::destination(c).await,
+        Command::Source(c) => remote::source(c).await,
         Command::Backfill {
             stream,
             table,

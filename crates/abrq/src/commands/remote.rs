@@ -4,7 +4,7 @@ use abrq_core::config::Config;
 use anyhow::Context;
 use serde_json::Value;
 
-use crate::cli::{BreakerCmd, DeadLetterCmd, DestinationCmd, Remote, Target};
+use crate::cli::{BreakerCmd, DeadLetterCmd, DestinationCmd, Remote, SourceCmd, Target};
 use crate::report;
 
 struct Client {
@@ -224,6 +224,22 @@ pub async fn backfill(remote: &Remote, stream: &str, table: Option<&str>) -> any
         table.unwrap_or("every table")
     );
     Ok(())
+}
+
+pub async fn source(cmd: SourceCmd) -> anyhow::Result<()> {
+    match cmd {
+        SourceCmd::Restart { stream, remote } => {
+            let path = format!("/v1/streams/{stream}/source/restart");
+            let answer = Client::new(&remote)?.post(&path).await?;
+            match answer["stopped"].as_bool() {
+                Some(true) => {
+                    println!("source of {stream} starts again; `abrq status` shows whether it runs")
+                }
+                _ => println!("source of {stream} had not stopped; nothing changed"),
+            }
+            Ok(())
+        }
+    }
 }
 
 pub async fn breaker(cmd: BreakerCmd) -> anyhow::Result<()> {

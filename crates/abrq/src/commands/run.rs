@@ -33,6 +33,7 @@ pub async fn run(config_path: &Path, until_drained: bool, no_progress: bool) -> 
         membership,
         metrics,
         &super::destination_factory,
+        Arc::new(abrq_sources::open),
     )
     .await?;
     tracing::info!(

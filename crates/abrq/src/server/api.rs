@@ -113,6 +113,19 @@ pub async fn backfill(
     ))
 }
 
+/// Starts a source that stopped on a definite failure again.
+pub async fn restart_source(
+    State(st): State<AppState>,
+    ApiPath(s): ApiPath<String>,
+    headers: HeaderMap,
+) -> ApiResult<(StatusCode, Json<Value>)> {
+    let stopped = st.engine.restart_source(&s, &actor(&headers)).await?;
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(json!({ "ok": true, "stream": s, "stopped": stopped })),
+    ))
+}
+
 /// Audit entries one request may ask for.
 const MAX_AUDIT: u32 = 10_000;
 

@@ -127,6 +127,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/streams", get(api::list_streams))
         .route("/v1/streams/{s}", get(api::get_stream))
         .route("/v1/streams/{s}/backfill", post(api::backfill))
+        .route("/v1/streams/{s}/source/restart", post(api::restart_source))
         .route(
             "/v1/streams/{s}/destinations/{d}/breaker/reset",
             post(api::reset_breaker),

@@ -12,224 +12,137 @@
 
 use std::cmp::Ordering;
 
-use abrq_core::{Item, Record, TableRef};
 use mysql_async::prelude::Queryable;
 use mysql_async::Conn;
-use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::super::catalog::{self, Shape};
+use super::super::catalog;
 use super::super::config::TableName;
 use super::super::snapshot;
-use super::MysqlCdcSource;
+use super::binlog::Session;
+use super::position::file_order;
+use super::{rows_chunk, BinlogAt, MysqlCdc, Shaped};
+use crate::cdc::{Ctx, Staged};
 use crate::chunk::Chunk;
-use crate::file::SourceError;
+use crate::error::{Context as _, Failure, SourceError};
 
 /// Rows per page: one snapshot transaction each.
 const PAGE_ROWS: u64 = 2_000;
 
-/// A backfill as the stream's cursor keeps it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Staged {
-    /// The table being read (`database.name`) and the key of its last
-    /// staged row (none before the first page).
-    pub table: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub after: Option<Vec<Value>>,
-    /// The tables after it.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub rest: Vec<String>,
-    #[serde(default)]
-    pub rows: u64,
-}
-
-impl Staged {
-    /// A backfill of `tables`, the first one after its row `after`.
-    pub fn of(tables: &[TableName], after: Option<Vec<Value>>) -> Option<Staged> {
-        let (first, rest) = tables.split_first()?;
-        Some(Staged {
-            table: first.to_string(),
-            after,
-            rest: rest.iter().map(ToString::to_string).collect(),
-            rows: 0,
-        })
-    }
-}
-
 /// A page read at binlog position `at`, waiting for the stream to get there.
-pub(super) struct Page {
+pub struct Page {
     at: (String, u64),
     table: TableName,
-    shape: Shape,
+    shaped: Shaped,
     rows: Vec<Map<String, Value>>,
     more: bool,
 }
 
-/// Binlog files are `base.NNNNNN`: ordered by their number.
-fn file_order(a: &str, b: &str) -> Ordering {
-    let num = |f: &str| f.rsplit_once('.').and_then(|(_, n)| n.parse::<u64>().ok());
-    match (num(a), num(b)) {
-        (Some(x), Some(y)) => x.cmp(&y),
-        _ => a.cmp(b),
-    }
-}
-
-impl MysqlCdcSource {
-    /// An operator asked for a backfill of `table` (None: every table).
-    pub fn backfill(&mut self, table: Option<String>) {
-        self.backfill_asked.push(table);
-    }
-
-    /// What status shows of backfills.
-    pub(super) fn backfill_progress(&self) -> Value {
-        let staged = self.position.as_ref().and_then(|p| p.backfill.as_ref());
-        let mut v = match staged {
-            Some(b) => serde_json::json!({
-                "state": "running",
-                "table": b.table,
-                "rows": b.rows,
-                "tables_left": b.rest.len(),
-            }),
-            None => serde_json::json!({"state": "idle"}),
-        };
-        v["asked"] = self.backfill_asked.len().into();
-        if let Some(e) = &self.backfill_error {
-            v["error"] = e.clone().into();
-        }
-        v
-    }
-
-    /// Takes up the next backfill asked for when none runs. One that
-    /// cannot start says why in status; streaming goes on.
-    fn start_backfill(&mut self) {
-        let Some(p) = self.position.as_mut() else {
-            return;
-        };
-        if p.backfill.is_some() || self.backfill_asked.is_empty() {
-            return;
-        }
-        let asked = self.backfill_asked.remove(0);
-        match backfill_tables(&self.settings.tables, &self.settings.database, asked) {
-            Ok(tables) => {
-                p.backfill = Staged::of(&tables, None);
-                self.backfill_error = None;
-                tracing::info!(tables = tables.len(), "backfill starts");
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "backfill refused");
-                self.backfill_error = Some(e);
+impl MysqlCdc {
+    /// Takes up the next backfill asked for when none runs, and reads its
+    /// next page in a snapshot of its own unless one waits already.
+    pub(super) async fn take_page(
+        &mut self,
+        session: &mut Session,
+        ctx: &mut Ctx<'_, BinlogAt>,
+    ) -> Result<(), SourceError> {
+        if ctx.cursor.backfill.is_none() {
+            if let Some(asked) = ctx.backfills.next_asked() {
+                match backfill_tables(&self.settings.tables, &self.settings.database, asked) {
+                    Ok(tables) => {
+                        let names: Vec<String> = tables.iter().map(ToString::to_string).collect();
+                        ctx.cursor.backfill = Staged::of(&names, None);
+                        ctx.backfills.started();
+                        tracing::info!(tables = tables.len(), "backfill starts");
+                    }
+                    Err(e) => ctx.backfills.refused(e),
+                }
             }
         }
-    }
-
-    /// Reads the backfill's next page in a snapshot of its own, unless one
-    /// waits already.
-    pub(super) async fn take_page(&mut self) -> Result<(), SourceError> {
-        self.start_backfill();
-        if self.page.is_some() {
+        if session.page.is_some() {
             return Ok(());
         }
-        let Some(staged) = self.position.as_ref().and_then(|p| p.backfill.clone()) else {
+        let Some(staged) = ctx.cursor.backfill.clone() else {
             return Ok(());
         };
-        let table = match self
+        let Some(table) = self
             .settings
             .tables
             .iter()
             .find(|t| t.to_string() == staged.table)
-        {
-            Some(t) => t.clone(),
-            None => {
-                // the config no longer captures it: go on with the rest
-                self.finish_table();
-                return Ok(());
-            }
+            .cloned()
+        else {
+            // the config no longer captures it: go on with the rest
+            finish_table(ctx);
+            return Ok(());
         };
-        if self.backfill_conn.is_none() {
-            let conn = Conn::new(self.settings.opts())
-                .await
-                .map_err(|e| self.fail("backfill cannot connect", e))?;
-            self.backfill_conn = Some(conn);
-        }
-        let conn = self.backfill_conn.as_mut().expect("connected above");
-        let page = read_page(conn, &table, staged.after.as_deref()).await;
-        match page {
+        let conn = match session.backfill_conn.take() {
+            Some(c) => c,
+            None => self.connect().await.context("backfill")?,
+        };
+        let conn = session.backfill_conn.insert(conn);
+        let after = match &staged.after {
+            Some(Value::Array(key)) => Some(key.as_slice()),
+            _ => None,
+        };
+        match read_page(conn, &table, after).await {
             Ok(p) => {
-                self.page = Some(p);
+                session.page = Some(p);
                 Ok(())
             }
             Err(e) => {
-                self.backfill_conn = None;
-                Err(self.fail("backfill", e))
+                session.backfill_conn = None;
+                Err(e.context("backfill"))
             }
-        }
-    }
-
-    /// Whether the stream has read the binlog up to `at`.
-    fn reached(&self, at: &(String, u64)) -> bool {
-        match file_order(&self.file, &at.0) {
-            Ordering::Greater => true,
-            Ordering::Less => false,
-            Ordering::Equal => self.read_pos >= at.1,
         }
     }
 
     /// Between source transactions: when the stream has reached the
-    /// waiting page's position, the page joins `chunk` there. True when
-    /// it did.
-    pub(super) fn place_page(&mut self, chunk: &mut Chunk) -> bool {
-        if self.txn.open || !self.page.as_ref().is_some_and(|p| self.reached(&p.at)) {
-            return false;
+    /// waiting page's position, the page joins the stream here.
+    pub(super) fn place_page(
+        &mut self,
+        session: &mut Session,
+        ctx: &mut Ctx<'_, BinlogAt>,
+    ) -> Option<Chunk> {
+        let reached =
+            session
+                .page
+                .as_ref()
+                .is_some_and(|p| match file_order(&session.file, &p.at.0) {
+                    Ordering::Greater => true,
+                    Ordering::Less => false,
+                    Ordering::Equal => session.read_pos >= p.at.1,
+                });
+        if !reached {
+            return None;
         }
-        let page = self.page.take().expect("checked above");
-        let last = page.rows.last().map(|r| snapshot::key_of(&page.shape, r));
-        if !page.rows.is_empty() {
-            chunk.items.push(Item::Table(TableRef::new(
-                Some(&page.table.database),
-                &page.table.name,
-            )));
-            chunk.items.push(Item::Schema {
-                columns: page.shape.declared.clone(),
-            });
-        }
+        let page = session.page.take()?;
+        let last = page
+            .rows
+            .last()
+            .map(|r| snapshot::key_of(&page.shaped.shape, r));
         let n = page.rows.len() as u64;
-        for fields in page.rows {
-            chunk.records += 1;
-            chunk.bytes += serde_json::to_vec(&fields).map_or(0, |v| v.len() as u64);
-            chunk.items.push(Item::Record(Record::insert(fields)));
+        let chunk = rows_chunk(&page.shaped, page.rows);
+        if let Some(b) = ctx.cursor.backfill.as_mut() {
+            b.rows += n;
+            if let Some(key) = last {
+                b.after = Some(Value::Array(key));
+            }
+            if !page.more {
+                tracing::info!(table = %page.table, rows = b.rows, "backfill of a table done");
+                finish_table(ctx);
+            }
         }
-        // the stream's next change of any table says its scope and its
-        // (possibly newer) columns again
-        self.scope_in_chunk = None;
-        self.declared_in_chunk.retain(|t| *t != page.table);
-        let p = self.position.as_mut().expect("a backfill has a position");
-        let b = p.backfill.as_mut().expect("a page has its backfill");
-        b.rows += n;
-        if last.is_some() {
-            b.after = last;
-        }
-        if !page.more {
-            tracing::info!(table = %page.table, rows = b.rows, "backfill of a table done");
-            self.finish_table();
-        }
-        chunk.cursor = self.cursor_text(0);
-        true
+        Some(chunk)
     }
+}
 
-    /// The backfill's current table is done: the next one, or the end.
-    fn finish_table(&mut self) {
-        let Some(p) = self.position.as_mut() else {
-            return;
-        };
-        let Some(b) = p.backfill.as_mut() else {
-            return;
-        };
-        if b.rest.is_empty() {
+/// The backfill's current table is done: the next one, or the end.
+fn finish_table(ctx: &mut Ctx<'_, BinlogAt>) {
+    if let Some(b) = ctx.cursor.backfill.as_mut() {
+        if !b.next_table() {
             tracing::info!(rows = b.rows, "backfill done");
-            p.backfill = None;
-        } else {
-            b.table = b.rest.remove(0);
-            b.after = None;
+            ctx.cursor.backfill = None;
         }
     }
 }
@@ -269,26 +182,29 @@ async fn read_page(
     conn: &mut Conn,
     table: &TableName,
     after: Option<&[Value]>,
-) -> Result<Page, String> {
+) -> Result<Page, SourceError> {
     let at = snapshot::open(conn).await?;
     let read = async {
         // the columns as of the snapshot: a later ALTER fails the read
         // (the table's definition changed), which is tried again
-        let shape = catalog::shape(conn, table)
-            .await?
-            .ok_or_else(|| format!("table {table} does not exist"))?;
+        let shape = catalog::shape(conn, table).await?.ok_or_else(|| {
+            SourceError::new(
+                Failure::NotConfigured,
+                format!("table {table} does not exist"),
+            )
+        })?;
         let (rows, more) = snapshot::page(conn, table, &shape, after, PAGE_ROWS).await?;
-        Ok::<_, String>((shape, rows, more))
+        Ok::<_, SourceError>((shape, rows, more))
     };
     let read = read.await;
     conn.query_drop("COMMIT")
         .await
-        .map_err(|e| format!("cannot end the page's snapshot: {e}"))?;
+        .context("cannot end the page's snapshot")?;
     let (shape, rows, more) = read?;
     Ok(Page {
         at,
+        shaped: Shaped::of(table, shape),
         table: table.clone(),
-        shape,
         rows,
         more,
     })
@@ -297,13 +213,6 @@ async fn read_page(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn binlog_files_order_by_number() {
-        assert_eq!(file_order("b.000009", "b.000010"), Ordering::Less);
-        assert_eq!(file_order("b.999999", "b.1000000"), Ordering::Less);
-        assert_eq!(file_order("b.000010", "b.000010"), Ordering::Equal);
-    }
 
     #[test]
     fn a_backfill_names_a_captured_table() {

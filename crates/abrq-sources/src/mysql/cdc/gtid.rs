@@ -12,6 +12,8 @@ use std::fmt;
 use mysql_async::prelude::Queryable;
 use mysql_async::Conn;
 
+use crate::error::{Failure, SourceError};
+
 /// MariaDB's GTID event, which opens every event group of its binlog.
 pub const EVENT: u8 = 162;
 /// The group is one statement outside a transaction (DDL).
@@ -87,29 +89,32 @@ impl fmt::Display for GtidPos {
 
 /// Whether the server is MariaDB (which has GTID positions a replica can
 /// connect with).
-pub async fn is_mariadb(conn: &mut Conn) -> Result<bool, String> {
+pub async fn is_mariadb(conn: &mut Conn) -> Result<bool, SourceError> {
     let v: Option<String> = conn
         .query_first("SELECT @@version")
         .await
-        .map_err(|e| format!("cannot read the server's version: {e}"))?;
+        .map_err(|e| SourceError::from_client("cannot read the server's version", e))?;
     Ok(v.is_some_and(|v| v.contains("MariaDB")))
 }
 
 /// MariaDB: the GTID position at binlog `file`:`pos` (empty before the
 /// server's first transaction).
-pub async fn at(conn: &mut Conn, file: &str, pos: u64) -> Result<GtidPos, String> {
+pub async fn at(conn: &mut Conn, file: &str, pos: u64) -> Result<GtidPos, SourceError> {
     let v: Option<Option<String>> = conn
         .exec_first("SELECT BINLOG_GTID_POS(?, ?)", (file, pos))
         .await
-        .map_err(|e| format!("cannot read the GTID position of {file}:{pos}: {e}"))?;
+        .map_err(|e| {
+            SourceError::from_client(format!("cannot read the GTID position of {file}:{pos}"), e)
+        })?;
     GtidPos::parse(&v.flatten().unwrap_or_default())
+        .map_err(|e| SourceError::new(Failure::Decode, format!("BINLOG_GTID_POS: {e}")))
 }
 
 /// Prepares a replica connection to MariaDB: GTID events instead of the
 /// `BEGIN` an old replica gets, and, with `from`, the binlog from that
 /// GTID position (the server then ignores the file and offset asked for).
-pub async fn prepare(conn: &mut Conn, from: Option<&GtidPos>) -> Result<(), String> {
-    let err = |e: mysql_async::Error| format!("cannot prepare GTID replication: {e}");
+pub async fn prepare(conn: &mut Conn, from: Option<&GtidPos>) -> Result<(), SourceError> {
+    let err = |e| SourceError::from_client("cannot prepare GTID replication", e);
     // MARIA_SLAVE_CAPABILITY_GTID
     conn.query_drop("SET @mariadb_slave_capability = 4")
         .await

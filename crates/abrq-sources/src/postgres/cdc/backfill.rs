@@ -9,23 +9,25 @@
 //! The stream goes on meanwhile. Every change to the table the stream
 //! reads between the two watermarks drops its row from the page (the
 //! change is newer than, or as new as, what the page read), and a
-//! truncate drops the whole page; at the high
-//! watermark the rest of the page joins the batch. So each row arrives
-//! either as the page read it or through a later change, and no change is
-//! overtaken by an older copy of its row. The page's last key goes into
-//! the stream's cursor: a backfill goes on after a restart.
+//! truncate drops the whole page; at the high watermark the rest of the
+//! page joins the stream. So each row arrives either as the page read it
+//! or through a later change, and no change is overtaken by an older copy
+//! of its row. The page's last key goes into the stream's cursor: a
+//! backfill goes on after a restart.
 
 use std::collections::HashSet;
 
 use abrq_core::{Item, TableRef};
-use serde::{Deserialize, Serialize};
+use pgwire_replication::Lsn;
 use serde_json::{Map, Value};
 
 use super::super::config::TableName;
 use super::super::cursor::PgCursorSource;
-use super::{setup, PgCdcSource};
+use super::pgoutput::Session;
+use super::{setup, PgCdc};
+use crate::cdc::{Ctx, Staged};
 use crate::chunk::{Chunk, Limits};
-use crate::file::SourceError;
+use crate::error::{Context as _, SourceError};
 
 /// Rows per window: two watermark commits per page.
 const PAGE: Limits = Limits {
@@ -36,40 +38,12 @@ const PAGE: Limits = Limits {
 /// The logical message prefix of abrq's watermarks.
 pub const PREFIX: &str = "abrq.backfill";
 
-/// A backfill as the stream's cursor keeps it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Staged {
-    /// The table being read (`schema.name`) and its last staged page's
-    /// cursor (none before the first page).
-    table: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    after: Option<String>,
-    /// The tables after it.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    rest: Vec<String>,
-    #[serde(default)]
-    rows: u64,
-}
-
-impl Staged {
-    /// A backfill of `tables` (the first one after its row `after`): how
-    /// a snapshot copy cut short goes on. None when there is no table.
-    pub fn resume(tables: &[TableName], after: Option<String>) -> Option<Staged> {
-        let (first, rest) = tables.split_first()?;
-        Some(Staged {
-            table: first.to_string(),
-            after,
-            rest: rest.iter().map(ToString::to_string).collect(),
-            rows: 0,
-        })
-    }
-}
-
+/// The backfill reading now: its table, reader and key, and the page
+/// between its watermarks.
 pub struct Backfill {
     table: TableName,
     reader: PgCursorSource,
     key: Vec<String>,
-    staged: Staged,
     window: Option<Window>,
 }
 
@@ -85,28 +59,28 @@ struct Window {
 }
 
 impl Backfill {
+    fn is(&self, table: &TableRef) -> bool {
+        table.schema.as_deref() == self.table.schema.as_deref() && table.name == self.table.name
+    }
+
     /// A change the stream read: inside an open window, its row leaves
     /// the page.
     pub fn touched(&mut self, table: &TableRef, fields: &Map<String, Value>) {
-        let Some(w) = self.window.as_mut().filter(|w| w.low_seen) else {
+        if !self.is(table) {
             return;
-        };
-        if table.schema.as_deref() == self.table.schema.as_deref() && table.name == self.table.name
-        {
+        }
+        if let Some(w) = self.window.as_mut().filter(|w| w.low_seen) {
             w.touched.insert(key_of(fields, &self.key));
         }
     }
-}
 
-impl Backfill {
     /// A truncate the stream read: inside an open window, the whole page
     /// is older than it.
     pub fn truncated(&mut self, table: &TableRef) {
-        let Some(w) = self.window.as_mut().filter(|w| w.low_seen) else {
+        if !self.is(table) {
             return;
-        };
-        if table.schema.as_deref() == self.table.schema.as_deref() && table.name == self.table.name
-        {
+        }
+        if let Some(w) = self.window.as_mut().filter(|w| w.low_seen) {
             w.cleared = true;
         }
     }
@@ -117,102 +91,76 @@ fn key_of(fields: &Map<String, Value>, key: &[String]) -> String {
     serde_json::to_string(&values).unwrap_or_default()
 }
 
-impl PgCdcSource {
-    /// An operator asked for a backfill of `table` (None: every table).
-    pub fn backfill(&mut self, table: Option<String>) {
-        self.backfill_asked.push(table);
-    }
-
-    /// What status shows of backfills.
-    pub(super) fn backfill_progress(&self) -> Value {
-        let mut v = match &self.backfill {
-            Some(b) => serde_json::json!({
-                "state": "running",
-                "table": b.staged.table,
-                "rows": b.staged.rows,
-                "tables_left": b.staged.rest.len(),
-            }),
-            None => serde_json::json!({"state": "idle"}),
-        };
-        v["asked"] = self.backfill_asked.len().into();
-        if let Some(e) = &self.backfill_error {
-            v["error"] = e.clone().into();
-        }
-        v
-    }
-
+impl PgCdc {
     /// Takes up the backfill the cursor holds, or the next one asked for.
     /// A backfill that cannot start says why in status; streaming goes on.
-    pub(super) async fn start_backfill(&mut self) {
-        if self.backfill.is_some() || self.client.is_none() {
+    pub(super) async fn start_backfill(&mut self, session: &mut Session, ctx: &mut Ctx<'_, Lsn>) {
+        if session.backfill.is_some() {
             return;
         }
-        let staged = match self.position.backfill.clone() {
+        let staged = match ctx.cursor.backfill.clone() {
             Some(s) => s,
             None => {
-                if self.backfill_asked.is_empty() {
+                let Some(asked) = ctx.backfills.next_asked() else {
                     return;
-                }
-                let asked = self.backfill_asked.remove(0);
+                };
                 match self.backfill_tables(asked.as_deref()).await {
-                    Ok(mut tables) => {
-                        let first = tables.remove(0);
-                        Staged {
-                            table: first.to_string(),
-                            after: None,
-                            rest: tables.iter().map(ToString::to_string).collect(),
-                            rows: 0,
-                        }
-                    }
-                    Err(e) => {
-                        tracing::warn!(error = %e, "backfill refused");
-                        self.backfill_error = Some(e);
-                        return;
-                    }
+                    Ok(tables) => match Staged::of(&tables, None) {
+                        Some(s) => s,
+                        None => return,
+                    },
+                    Err(e) => return ctx.backfills.refused(e.to_string()),
                 }
             }
         };
-        match self.backfill_reader(staged).await {
+        match self.backfill_reader(&staged).await {
             Ok(b) => {
-                tracing::info!(table = %b.table, rows = b.staged.rows, "backfill reads");
-                self.position.backfill = Some(b.staged.clone());
-                self.backfill_error = None;
-                self.backfill = Some(b);
+                tracing::info!(table = %b.table, rows = staged.rows, "backfill reads");
+                ctx.cursor.backfill = Some(staged);
+                ctx.backfills.started();
+                session.backfill = Some(b);
             }
             Err(e) => {
                 tracing::warn!(error = %e, "backfill cannot read");
-                self.backfill_error = Some(e.to_string());
-                self.position.backfill = None;
+                ctx.backfills.refused(e.to_string());
+                ctx.cursor.backfill = None;
             }
         }
     }
 
     /// The captured tables a backfill of `asked` reads, in order.
-    async fn backfill_tables(&mut self, asked: Option<&str>) -> Result<Vec<TableName>, String> {
+    async fn backfill_tables(&mut self, asked: Option<&str>) -> Result<Vec<String>, SourceError> {
         let Some(name) = asked else {
             return match self.tables.is_empty() {
-                true => Err("the stream captures no table yet".into()),
-                false => Ok(self.tables.clone()),
+                true => Err(SourceError::new(
+                    crate::error::Failure::NotConfigured,
+                    "the stream captures no table yet",
+                )),
+                false => Ok(self.table_names()),
             };
         };
-        let parsed = TableName::parse(name)?;
-        let conn = self.catalog().await.map_err(|e| e.to_string())?;
+        let parsed = TableName::parse(name)
+            .map_err(|e| SourceError::new(crate::error::Failure::Invalid, e))?;
+        let conn = self.catalog().await?;
         let found = setup::resolve_table(conn, &parsed).await?;
         match self.tables.contains(&found) {
-            true => Ok(vec![found]),
-            false => Err(format!("table {found} is not one this stream captures")),
+            true => Ok(vec![found.to_string()]),
+            false => Err(SourceError::new(
+                crate::error::Failure::NotConfigured,
+                format!("table {found} is not one this stream captures"),
+            )),
         }
     }
 
-    async fn backfill_reader(&mut self, staged: Staged) -> Result<Backfill, SourceError> {
-        let table = TableName::parse(&staged.table).map_err(|e| self.fail("backfill", e))?;
-        let reader = self.copier(&table, staged.after.as_deref(), None).await?;
+    async fn backfill_reader(&mut self, staged: &Staged) -> Result<Backfill, SourceError> {
+        let table = self.table_named(&staged.table).context("backfill")?;
+        let after = staged.after.as_ref().and_then(Value::as_str);
+        let reader = self.copier(&table, after, None).await?;
         let key = reader.key_columns();
         Ok(Backfill {
             table,
             reader,
             key,
-            staged,
             window: None,
         })
     }
@@ -224,14 +172,17 @@ impl PgCdcSource {
             .bind(&text)
             .execute(&mut *conn)
             .await;
-        done.map(drop)
-            .map_err(|e| self.fail("cannot write a backfill watermark", e))
+        done.map(drop).context("cannot write a backfill watermark")
     }
 
     /// Between source transactions: reads the next page between two
     /// watermarks, unless one is open already.
-    pub(super) async fn open_window(&mut self) -> Result<(), SourceError> {
-        let Some(b) = self.backfill.as_mut() else {
+    pub(super) async fn open_window(
+        &mut self,
+        session: &mut Session,
+        ctx: &mut Ctx<'_, Lsn>,
+    ) -> Result<(), SourceError> {
+        let Some(b) = session.backfill.as_ref() else {
             return Ok(());
         };
         if b.window.is_some() {
@@ -242,10 +193,12 @@ impl PgCdcSource {
             std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_nanos()),
-            b.staged.rows
+            ctx.cursor.backfill.as_ref().map_or(0, |s| s.rows)
         );
         self.emit(format!("low:{id}")).await?;
-        let b = self.backfill.as_mut().expect("checked above");
+        let Some(b) = session.backfill.as_mut() else {
+            return Ok(());
+        };
         let page = b.reader.read_chunk(PAGE).await?;
         b.window = Some(Window {
             id: id.clone(),
@@ -258,28 +211,33 @@ impl PgCdcSource {
     }
 
     /// A watermark read from the stream: the low one opens the window, the
-    /// high one adds what is left of the page to `chunk`.
+    /// high one gives what is left of the page, to join the stream here.
     pub(super) async fn watermark(
         &mut self,
+        session: &mut Session,
         content: &[u8],
-        chunk: &mut Chunk,
-    ) -> Result<(), SourceError> {
+        ctx: &mut Ctx<'_, Lsn>,
+    ) -> Result<Option<Chunk>, SourceError> {
         let text = String::from_utf8_lossy(content);
         let Some((kind, id)) = text.split_once(':') else {
-            return Ok(());
+            return Ok(None);
         };
-        let Some(b) = self.backfill.as_mut() else {
-            return Ok(()); // a window from before a restart
+        // a window from before a restart has no backfill or another id
+        let Some(b) = session.backfill.as_mut() else {
+            return Ok(None);
         };
         let Some(w) = b.window.as_mut().filter(|w| w.id == id) else {
-            return Ok(());
+            return Ok(None);
         };
         if kind == "low" {
             w.low_seen = true;
-            return Ok(());
+            return Ok(None);
         }
-        let w = b.window.take().expect("matched above");
+        let Some(w) = b.window.take() else {
+            return Ok(None);
+        };
         let total = w.page.records.max(1);
+        let mut out = Chunk::default();
         let mut kept = 0u64;
         for item in w.page.items {
             if let Item::Record(r) = &item {
@@ -288,38 +246,27 @@ impl PgCdcSource {
                 }
                 kept += 1;
             }
-            chunk.items.push(item);
+            out.items.push(item);
         }
-        chunk.records += kept;
-        chunk.bytes += w.page.bytes * kept / total;
-        // the page brought its own table scope
-        self.scope_in_chunk = None;
-        b.staged.rows += kept;
-        if w.page.cursor.is_some() {
-            b.staged.after = w.page.cursor;
+        out.records = kept;
+        out.bytes = w.page.bytes * kept / total;
+        let Some(mut staged) = ctx.cursor.backfill.take() else {
+            return Ok(Some(out));
+        };
+        staged.rows += kept;
+        if let Some(after) = w.page.cursor {
+            staged.after = Some(Value::String(after));
         }
         if w.page.at_end {
-            tracing::info!(table = %b.table, rows = b.staged.rows, "backfill of a table done");
-            let mut rest = std::mem::take(&mut b.staged.rest);
-            let rows = b.staged.rows;
-            self.backfill = None;
-            self.position.backfill = None;
-            if !rest.is_empty() {
-                let next = Staged {
-                    table: rest.remove(0),
-                    after: None,
-                    rest,
-                    rows,
-                };
-                self.position.backfill = Some(next);
-                self.start_backfill().await;
+            tracing::info!(table = %b.table, rows = staged.rows, "backfill of a table done");
+            session.backfill = None;
+            if staged.next_table() {
+                ctx.cursor.backfill = Some(staged);
+                self.start_backfill(session, ctx).await;
             }
         } else {
-            self.position.backfill = Some(b.staged.clone());
+            ctx.cursor.backfill = Some(staged);
         }
-        // a valid cursor now: a restart reads the watermark again and
-        // ignores it, and goes on after this page
-        chunk.cursor = Some(self.cursor_text());
-        Ok(())
+        Ok(Some(out))
     }
 }

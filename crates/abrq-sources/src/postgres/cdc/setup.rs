@@ -7,12 +7,13 @@
 use sqlx::postgres::PgConnection;
 
 use super::super::config::{quote, TableName};
+use crate::error::{Failure, SourceError};
 
 /// The table as the catalog names it (schema always set).
 pub async fn resolve_table(
     conn: &mut PgConnection,
     table: &TableName,
-) -> Result<TableName, String> {
+) -> Result<TableName, SourceError> {
     let row: Option<(String, String)> = sqlx::query_as(
         "SELECT n.nspname::text, c.relname::text FROM pg_class c \
          JOIN pg_namespace n ON n.oid = c.relnamespace \
@@ -21,13 +22,16 @@ pub async fn resolve_table(
     .bind(table.quoted())
     .fetch_optional(&mut *conn)
     .await
-    .map_err(|e| format!("cannot look up table {table}: {e}"))?;
+    .map_err(|e| SourceError::from_client(format!("cannot look up table {table}"), e))?;
     match row {
         Some((schema, name)) => Ok(TableName {
             schema: Some(schema),
             name,
         }),
-        None => Err(format!("table {table} does not exist")),
+        None => Err(SourceError::new(
+            Failure::NotConfigured,
+            format!("table {table} does not exist"),
+        )),
     }
 }
 
@@ -36,7 +40,7 @@ pub async fn resolve_table(
 pub async fn resolve_all(
     conn: &mut PgConnection,
     entries: &[TableName],
-) -> Result<Vec<TableName>, String> {
+) -> Result<Vec<TableName>, SourceError> {
     let mut out: Vec<TableName> = Vec::new();
     for entry in entries {
         let found = match (&entry.schema, entry.name.as_str()) {
@@ -50,10 +54,16 @@ pub async fn resolve_all(
                 .bind(schema)
                 .fetch_all(&mut *conn)
                 .await
-                .map_err(|e| format!("cannot list the tables of schema {schema}: {e}"))?;
+                .map_err(|e| {
+                    SourceError::from_client(
+                        format!("cannot list the tables of schema {schema}"),
+                        e,
+                    )
+                })?;
                 if names.is_empty() {
-                    return Err(format!(
-                        "schema {schema} has no tables (tables = [\"{schema}.*\"])"
+                    return Err(SourceError::new(
+                        Failure::NotConfigured,
+                        format!("schema {schema} has no tables (tables = [\"{schema}.*\"])"),
                     ));
                 }
                 names
@@ -77,12 +87,15 @@ pub async fn resolve_all(
 
 /// Every prerequisite that is missing, each with how to fix it; empty
 /// when logical decoding of `tables` can start.
-pub async fn missing(conn: &mut PgConnection, tables: &[TableName]) -> Result<Vec<String>, String> {
+pub async fn missing(
+    conn: &mut PgConnection,
+    tables: &[TableName],
+) -> Result<Vec<String>, SourceError> {
     let mut out = Vec::new();
     let level: String = sqlx::query_scalar("SELECT current_setting('wal_level')")
         .fetch_one(&mut *conn)
         .await
-        .map_err(|e| format!("cannot read wal_level: {e}"))?;
+        .map_err(|e| SourceError::from_client("cannot read wal_level", e))?;
     if level != "logical" {
         out.push(format!(
             "wal_level is {level:?}: set wal_level = logical in postgresql.conf and restart the server"
@@ -93,7 +106,7 @@ pub async fn missing(conn: &mut PgConnection, tables: &[TableName]) -> Result<Ve
     )
     .fetch_one(&mut *conn)
     .await
-    .map_err(|e| format!("cannot read the role: {e}"))?;
+    .map_err(|e| SourceError::from_client("cannot read the role", e))?;
     if !replication && !superuser {
         out.push(
             "the user has no REPLICATION privilege: ALTER ROLE <user> WITH REPLICATION".to_string(),
@@ -102,7 +115,8 @@ pub async fn missing(conn: &mut PgConnection, tables: &[TableName]) -> Result<Ve
     let mut resolved = Vec::new();
     for entry in tables {
         match resolve_all(conn, std::slice::from_ref(entry)).await {
-            Err(e) => out.push(e),
+            Err(e) if e.failure() == Failure::NotConfigured => out.push(e.to_string()),
+            Err(e) => return Err(e),
             Ok(found) => resolved.extend(found),
         }
     }
@@ -115,7 +129,9 @@ pub async fn missing(conn: &mut PgConnection, tables: &[TableName]) -> Result<Ve
         .bind(t.quoted())
         .fetch_one(&mut *conn)
         .await
-        .map_err(|e| format!("cannot read the replica identity of {t}: {e}"))?;
+        .map_err(|e| {
+            SourceError::from_client(format!("cannot read the replica identity of {t}"), e)
+        })?;
         if identity == "n" || (identity == "d" && !has_key) {
             out.push(format!(
                 "table {t} has no primary key and REPLICA IDENTITY {}: updates and deletes \
@@ -138,12 +154,12 @@ pub async fn ensure_publication(
     conn: &mut PgConnection,
     publication: &str,
     tables: &[TableName],
-) -> Result<(), String> {
+) -> Result<(), SourceError> {
     let exists: Option<i32> = sqlx::query_scalar("SELECT 1 FROM pg_publication WHERE pubname = $1")
         .bind(publication)
         .fetch_optional(&mut *conn)
         .await
-        .map_err(|e| format!("cannot read publications: {e}"))?;
+        .map_err(|e| SourceError::from_client("cannot read publications", e))?;
     let list = |ts: &[&TableName]| -> String {
         ts.iter().map(|t| t.quoted()).collect::<Vec<_>>().join(", ")
     };
@@ -161,7 +177,9 @@ pub async fn ensure_publication(
             .bind(publication)
             .fetch_all(&mut *conn)
             .await
-            .map_err(|e| format!("cannot read publication {publication:?}: {e}"))?;
+            .map_err(|e| {
+                SourceError::from_client(format!("cannot read publication {publication:?}"), e)
+            })?;
             let lacking: Vec<&TableName> = tables
                 .iter()
                 .filter(|t| {
@@ -180,7 +198,10 @@ pub async fn ensure_publication(
         }
     };
     sqlx::query(&sql).execute(&mut *conn).await.map_err(|e| {
-        format!("cannot create publication {publication:?} (the user must own the tables): {e}")
+        SourceError::from_client(
+            format!("cannot create publication {publication:?} (the user must own the tables)"),
+            e,
+        )
     })?;
     tracing::info!(%publication, tables = tables.len(), "publication ready");
     Ok(())
@@ -197,7 +218,7 @@ pub enum Slot {
     Lost,
 }
 
-pub async fn slot(conn: &mut PgConnection, name: &str) -> Result<Slot, String> {
+pub async fn slot(conn: &mut PgConnection, name: &str) -> Result<Slot, SourceError> {
     let row: Option<(Option<String>, Option<String>)> = sqlx::query_as(
         "SELECT confirmed_flush_lsn::text, wal_status FROM pg_replication_slots \
          WHERE slot_name = $1 AND database = current_database()",
@@ -205,7 +226,7 @@ pub async fn slot(conn: &mut PgConnection, name: &str) -> Result<Slot, String> {
     .bind(name)
     .fetch_optional(&mut *conn)
     .await
-    .map_err(|e| format!("cannot read replication slots: {e}"))?;
+    .map_err(|e| SourceError::from_client("cannot read replication slots", e))?;
     Ok(match row {
         None => Slot::Missing,
         Some((_, Some(status))) if status == "lost" => Slot::Lost,
@@ -214,20 +235,23 @@ pub async fn slot(conn: &mut PgConnection, name: &str) -> Result<Slot, String> {
 }
 
 /// Creates a logical slot with pgoutput; returns its consistent point.
-pub async fn create_slot(conn: &mut PgConnection, name: &str) -> Result<String, String> {
+pub async fn create_slot(conn: &mut PgConnection, name: &str) -> Result<String, SourceError> {
     let lsn: String = sqlx::query_scalar(
         "SELECT lsn::text FROM pg_create_logical_replication_slot($1, 'pgoutput')",
     )
     .bind(name)
     .fetch_one(&mut *conn)
     .await
-    .map_err(|e| format!("cannot create replication slot {name:?}: {e}"))?;
+    .map_err(|e| SourceError::from_client(format!("cannot create replication slot {name:?}"), e))?;
     tracing::info!(slot = %name, %lsn, "replication slot created");
     Ok(lsn)
 }
 
 /// Bytes of WAL the slot holds back (`abrq_source_lag_bytes`).
-pub async fn retained_bytes(conn: &mut PgConnection, name: &str) -> Result<Option<i64>, String> {
+pub async fn retained_bytes(
+    conn: &mut PgConnection,
+    name: &str,
+) -> Result<Option<i64>, SourceError> {
     sqlx::query_scalar(
         "SELECT (pg_current_wal_lsn() - restart_lsn)::int8 FROM pg_replication_slots \
          WHERE slot_name = $1",
@@ -236,5 +260,5 @@ pub async fn retained_bytes(conn: &mut PgConnection, name: &str) -> Result<Optio
     .fetch_optional(&mut *conn)
     .await
     .map(Option::flatten)
-    .map_err(|e| format!("cannot read slot {name:?}: {e}"))
+    .map_err(|e| SourceError::from_client(format!("cannot read slot {name:?}"), e))
 }

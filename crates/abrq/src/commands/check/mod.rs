@@ -13,9 +13,7 @@ use std::pin::Pin;
 use std::time::Duration;
 
 use abrq_core::config::SourceConfig;
-use abrq_core::config::SourceEngine;
-use abrq_sources::mysql::{Mode as MysqlMode, MysqlCdcSource, MysqlCursorSource, MysqlSettings};
-use abrq_sources::postgres::{Mode, PgCdcSource, PgCursorSource, PostgresSettings};
+use abrq_sources::SourceSpec;
 
 use anyhow::Context as _;
 use diagnose::diagnose;
@@ -83,7 +81,7 @@ pub async fn check(config_path: &Path, verbose: bool, deadline: Duration) -> any
     for s in &config.streams {
         let s = s.get_ref();
         let source = s.source.get_ref();
-        if matches!(source.engine, SourceEngine::Postgres | SourceEngine::Mysql) {
+        if abrq_sources::probed(source) {
             let cursor = store.cursor(s.name.as_str()).await.unwrap_or(None);
             let (stream, source) = (s.name.0.clone(), source.clone());
             probes.push(Probe {
@@ -91,12 +89,7 @@ pub async fn check(config_path: &Path, verbose: bool, deadline: Duration) -> any
                 fields: Vec::new(),
                 diagnosed: false,
                 outcome: Box::pin(async move {
-                    match source.engine {
-                        SourceEngine::Mysql => {
-                            check_mysql(&stream, &source, cursor.as_deref()).await
-                        }
-                        _ => check_postgres(&stream, &source, cursor.as_deref()).await,
-                    }
+                    check_source(&stream, &source, cursor.as_deref()).await
                 }),
             });
         }
@@ -179,44 +172,18 @@ async fn run_all(probes: Vec<Probe>, verbose: bool, deadline: Duration) -> usize
     failures
 }
 
-/// Connects to a mysql source and says where it will read, or every
-/// server setting that is missing.
-async fn check_mysql(
-    stream: &str,
-    source: &SourceConfig,
-    cursor: Option<&str>,
-) -> Result<String, String> {
-    let settings = MysqlSettings::from_config(source)?;
-    let outcome = match settings.mode {
-        MysqlMode::Cursor => match MysqlCursorSource::new(settings, cursor) {
-            Ok(mut src) => src.check().await,
-            Err(e) => Err(e),
-        },
-        MysqlMode::Cdc => match MysqlCdcSource::new(settings, stream, cursor) {
-            Ok(mut src) => src.check().await,
-            Err(e) => Err(e),
-        },
-    };
-    outcome.map_err(|e| e.to_string())
-}
-
-/// Connects to a postgres source and says how it will read, or every
+/// Connects to a database source and says how it will read, or every
 /// prerequisite that is missing.
-async fn check_postgres(
+async fn check_source(
     stream: &str,
     source: &SourceConfig,
     cursor: Option<&str>,
 ) -> Result<String, String> {
-    let settings = PostgresSettings::from_config(source)?;
-    let outcome = match settings.mode {
-        Mode::Cursor => match PgCursorSource::new(settings, cursor) {
-            Ok(mut src) => src.check().await,
-            Err(e) => Err(e),
-        },
-        Mode::Cdc => match PgCdcSource::new(settings, stream, cursor) {
-            Ok(mut src) => src.check().await,
-            Err(e) => Err(e),
-        },
+    let spec = SourceSpec {
+        stream,
+        config: source,
+        cursor,
     };
-    outcome.map_err(|e| e.to_string())
+    let mut src = abrq_sources::open(&spec).map_err(|e| e.to_string())?;
+    src.check().await.map_err(|e| e.to_string())
 }

@@ -1,0 +1,148 @@
+//! Builds one chunk of changes: each change after its table's scope, and
+//! after its table's columns the first time the chunk holds the table (or
+//! the table's shape changed), so every batch describes itself.
+
+use std::sync::Arc;
+
+use abrq_core::{Item, Record, TableRef};
+
+use super::protocol::Table;
+use crate::chunk::{record_bytes, Chunk, Limits};
+
+#[derive(Default)]
+pub struct Builder {
+    pub chunk: Chunk,
+    /// The table the chunk's last scope names.
+    scope: Option<TableRef>,
+    /// The shape each table of the chunk was declared with.
+    declared: Vec<Arc<Table>>,
+}
+
+impl Builder {
+    pub fn record(&mut self, table: &Arc<Table>, record: Record) {
+        self.scope_to(table);
+        self.declare_once(table);
+        self.chunk.records += 1;
+        self.chunk.bytes += record_bytes(&record.fields);
+        self.chunk.items.push(Item::Record(record));
+    }
+
+    pub fn truncate(&mut self, table: &Arc<Table>) {
+        self.scope_to(table);
+        self.declare_once(table);
+        self.chunk.items.push(Item::Truncate);
+    }
+
+    /// The table's columns, declared now (they changed).
+    pub fn declare(&mut self, table: &Arc<Table>) {
+        self.scope_to(table);
+        self.forget(&table.table);
+        self.declare_once(table);
+    }
+
+    /// A page that brings its own scope and columns: the stream's next
+    /// change says its own again (its columns may be newer).
+    pub fn page(&mut self, page: Chunk) {
+        for item in &page.items {
+            if let Item::Table(t) = item {
+                self.forget(t);
+            }
+        }
+        self.scope = None;
+        let cursor = self.chunk.cursor.take();
+        self.chunk.append(page);
+        if self.chunk.cursor.is_none() {
+            self.chunk.cursor = cursor;
+        }
+    }
+
+    pub fn is_full(&self, limits: Limits) -> bool {
+        self.chunk.is_full(limits)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.chunk.is_empty()
+    }
+
+    fn scope_to(&mut self, table: &Arc<Table>) {
+        if self.scope.as_ref() != Some(&table.table) {
+            self.chunk.items.push(Item::Table(table.table.clone()));
+            self.scope = Some(table.table.clone());
+        }
+    }
+
+    fn declare_once(&mut self, table: &Arc<Table>) {
+        if self.declared.iter().any(|d| Arc::ptr_eq(d, table)) {
+            return;
+        }
+        self.forget(&table.table);
+        self.chunk.items.push(Item::Schema {
+            columns: table.declared.clone(),
+        });
+        self.declared.push(table.clone());
+    }
+
+    fn forget(&mut self, table: &TableRef) {
+        self.declared.retain(|d| d.table != *table);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::{json, Map, Value};
+
+    fn table(name: &str, cols: Value) -> Arc<Table> {
+        let Value::Object(declared) = cols else {
+            unreachable!()
+        };
+        Arc::new(Table {
+            table: TableRef::new(Some("s"), name),
+            declared,
+        })
+    }
+
+    fn rec(id: u64) -> Record {
+        let mut m = Map::new();
+        m.insert("id".into(), id.into());
+        Record::insert(m)
+    }
+
+    fn kinds(b: &Builder) -> Vec<&'static str> {
+        b.chunk
+            .items
+            .iter()
+            .map(|i| match i {
+                Item::Record(_) => "r",
+                Item::Table(_) => "t",
+                Item::Truncate => "x",
+                Item::Schema { .. } => "s",
+            })
+            .collect()
+    }
+
+    #[test]
+    fn scope_and_columns_are_said_once_until_they_change() {
+        let a = table("a", json!({"id": "int"}));
+        let b = table("b", json!({"id": "int"}));
+        let mut out = Builder::default();
+        out.record(&a, rec(1));
+        out.record(&a, rec(2));
+        out.record(&b, rec(3));
+        out.record(&a, rec(4));
+        let a2 = table("a", json!({"id": "int", "x": "text"}));
+        out.record(&a2, rec(5));
+        out.declare(&a2);
+        out.truncate(&b);
+        assert_eq!(
+            kinds(&out),
+            ["t", "s", "r", "r", "t", "s", "r", "t", "r", "s", "r", "s", "t", "x"]
+        );
+        assert_eq!(out.chunk.records, 5);
+        let mut page = Builder::default();
+        page.record(&a2, rec(6));
+        out.page(page.chunk);
+        out.record(&a2, rec(7));
+        assert_eq!(kinds(&out)[14..], ["t", "s", "r", "t", "s", "r"]);
+    }
+}

@@ -1,0 +1,352 @@
+//! The binlog session: row events, transaction boundaries and the DDL of
+//! captured tables as the shared reader's steps. A rows event holds many
+//! rows: each is a step of its own (a change), so a transaction spanning
+//! batches is cut between rows and a restart skips exactly the rows
+//! staged.
+
+use std::collections::VecDeque;
+use std::time::{Duration, UNIX_EPOCH};
+
+use abrq_core::{Op, Record};
+use futures::StreamExt;
+use mysql_async::binlog::events::{EventData, RowsEventData};
+use mysql_async::binlog::row::BinlogRow;
+use mysql_async::BinlogStream;
+use serde_json::{Map, Value};
+
+use super::super::catalog::Shape;
+use super::super::config::TableName;
+use super::super::errors::BINLOG_UNREADABLE;
+use super::super::values;
+use super::backfill::Page;
+use super::gtid::{self, Gtid, GtidPos};
+use super::{purged, BinlogAt, MysqlCdc};
+use crate::cdc::{Ctx, Step};
+use crate::error::{Failure, SourceError};
+
+/// The binlog event a server sends when it has nothing else to send.
+const HEARTBEAT: u8 = 27;
+
+pub struct Session {
+    stream: BinlogStream,
+    /// The binlog file the stream is in (rotations move it) and the end
+    /// of the last event read in it.
+    pub(super) file: String,
+    pub(super) read_pos: u64,
+    /// The name in the rotate the server sends first, until the format
+    /// description says whether a checksum ends it.
+    first_rotate: Option<Vec<u8>>,
+    /// MariaDB: the GTID position of the last transaction read, and the id
+    /// of the one being read.
+    gtid: GtidPos,
+    txn_gtid: Option<Gtid>,
+    /// Steps of one event not handed out yet (the rows of a rows event).
+    queued: VecDeque<Step<BinlogAt>>,
+    /// A backfill page waiting for the stream to reach its position, and
+    /// the connection pages are read on.
+    pub(super) page: Option<Page>,
+    pub(super) backfill_conn: Option<mysql_async::Conn>,
+}
+
+impl Session {
+    pub(super) fn new(stream: BinlogStream, at: &BinlogAt, from: GtidPos) -> Session {
+        Session {
+            stream,
+            // by GTID the server says where it starts (its first rotate)
+            file: match from.is_empty() {
+                true => at.file.clone(),
+                false => String::new(),
+            },
+            read_pos: at.pos,
+            first_rotate: None,
+            gtid: from,
+            txn_gtid: None,
+            queued: VecDeque::new(),
+            page: None,
+            backfill_conn: None,
+        }
+    }
+
+    pub(super) fn pending(&mut self) -> Option<Step<BinlogAt>> {
+        self.queued.pop_front()
+    }
+
+    /// The end of a source transaction at `log_pos` of the current file.
+    fn commit(&mut self, log_pos: u64, time: u32) -> Step<BinlogAt> {
+        if let Some(g) = self.txn_gtid.take() {
+            self.gtid.advance(&g);
+        }
+        let at = (log_pos > 0).then(|| BinlogAt {
+            file: self.file.clone(),
+            pos: log_pos,
+            gtid: (!self.gtid.is_empty()).then(|| self.gtid.to_string()),
+        });
+        Step::Commit {
+            at,
+            time: (time > 0).then(|| UNIX_EPOCH + Duration::from_secs(u64::from(time))),
+        }
+    }
+}
+
+impl MysqlCdc {
+    /// The next event as a step; None when none came within `wait`.
+    pub(super) async fn step(
+        &mut self,
+        session: &mut Session,
+        wait: Duration,
+        ctx: &Ctx<'_, BinlogAt>,
+    ) -> Result<Option<Step<BinlogAt>>, SourceError> {
+        let event = match tokio::time::timeout(wait, session.stream.next()).await {
+            Err(_) => return Ok(None),
+            Ok(None) => {
+                return Err(SourceError::new(
+                    Failure::Network,
+                    "binlog: the server ended the stream",
+                ))
+            }
+            Ok(Some(Err(mysql_async::Error::Server(e)))) if e.code == BINLOG_UNREADABLE => {
+                return Err(SourceError::caused(
+                    Failure::PositionLost,
+                    purged(&ctx.cursor.at),
+                    mysql_async::Error::Server(e),
+                ))
+            }
+            Ok(Some(Err(e))) => return Err(SourceError::from_client("binlog", e)),
+            Ok(Some(Ok(e))) => e,
+        };
+        let header = event.header();
+        let log_pos = u64::from(header.log_pos());
+        let kind = header.event_type_raw();
+        if kind == HEARTBEAT {
+            return Ok(Some(Step::Nothing));
+        }
+        // events from a file's header come first with their own, smaller positions
+        session.read_pos = session.read_pos.max(log_pos);
+        let time = header.timestamp();
+        if kind == gtid::EVENT {
+            // MariaDB opens each event group with its GTID
+            let g = Gtid::parse(event.data(), header.server_id());
+            session.txn_gtid = g;
+            return Ok(Some(match g.is_some_and(|g| !g.standalone) {
+                true => Step::Begin,
+                false => Step::Nothing,
+            }));
+        }
+        let data = event
+            .read_data()
+            .map_err(|e| SourceError::caused(Failure::Decode, "cannot decode a binlog event", e))?;
+        Ok(Some(match data {
+            Some(EventData::RotateEvent(r)) if log_pos == 0 && session.file.is_empty() => {
+                session.first_rotate = Some(r.name_raw().to_vec());
+                session.read_pos = r.position();
+                Step::Nothing
+            }
+            Some(EventData::FormatDescriptionEvent(fde)) => {
+                if let Some(mut name) = session.first_rotate.take() {
+                    let crc = fde.footer().get_checksum_alg().ok().flatten()
+                        == Some(mysql_async::binlog::BinlogChecksumAlg::BINLOG_CHECKSUM_ALG_CRC32);
+                    if crc {
+                        name.truncate(name.len().saturating_sub(4));
+                    }
+                    session.file = String::from_utf8_lossy(&name).into_owned();
+                }
+                Step::Nothing
+            }
+            // the rotate the server sends first is a fake one, read
+            // before the format description says how events end (its
+            // name carries the checksum); the file asked for is known
+            Some(EventData::RotateEvent(r)) if log_pos > 0 => {
+                session.file = r.name().into_owned();
+                session.read_pos = r.position();
+                Step::Nothing
+            }
+            Some(EventData::QueryEvent(q)) => {
+                let sql = q.query().trim().to_string();
+                if sql.eq_ignore_ascii_case("BEGIN") {
+                    return Ok(Some(Step::Begin));
+                }
+                if ctx.in_txn && sql.eq_ignore_ascii_case("COMMIT") {
+                    // the end of a transaction on a non-transactional engine
+                    return Ok(Some(session.commit(log_pos, time)));
+                }
+                if sql.starts_with('#') || ctx.in_txn {
+                    return Ok(Some(Step::Nothing));
+                }
+                // a statement of its own (DDL): a transaction boundary
+                let schema = q.schema().to_string();
+                if let Some(step) = self.statement(&sql, &schema).await? {
+                    let commit = session.commit(log_pos, time);
+                    session.queued.push_back(commit);
+                    return Ok(Some(step));
+                }
+                session.commit(log_pos, time)
+            }
+            Some(EventData::XidEvent(_)) => session.commit(log_pos, time),
+            Some(EventData::RowsEvent(rows)) => {
+                self.rows(session, &rows).await?;
+                session.pending().unwrap_or(Step::Nothing)
+            }
+            _ => Step::Nothing,
+        }))
+    }
+
+    /// Queues one change per row of a captured table.
+    async fn rows(
+        &mut self,
+        session: &mut Session,
+        rows: &RowsEventData<'_>,
+    ) -> Result<(), SourceError> {
+        let Some(tme) = session.stream.get_tme(rows.table_id()) else {
+            return Err(SourceError::new(
+                Failure::Decode,
+                "cannot decode a change: a row event without its table map",
+            ));
+        };
+        let table = TableName {
+            database: tme.database_name().into_owned(),
+            name: tme.table_name().into_owned(),
+        };
+        if !self.captured.contains(&table) {
+            return Ok(());
+        }
+        let op = match rows {
+            RowsEventData::WriteRowsEventV1(_) | RowsEventData::WriteRowsEvent(_) => Op::Insert,
+            RowsEventData::UpdateRowsEventV1(_)
+            | RowsEventData::UpdateRowsEvent(_)
+            | RowsEventData::PartialUpdateRowsEvent(_) => Op::Update,
+            RowsEventData::DeleteRowsEventV1(_) | RowsEventData::DeleteRowsEvent(_) => Op::Delete,
+        };
+        let columns = tme.columns_count() as usize;
+        let mut pairs: Vec<(Option<BinlogRow>, Option<BinlogRow>)> = Vec::new();
+        for row in rows.rows(tme) {
+            pairs.push(
+                row.map_err(|e| SourceError::caused(Failure::Decode, "cannot decode a row", e))?,
+            );
+        }
+        let shaped = self.shape(&table, columns).await?;
+        for (before, after) in pairs {
+            let row = match op {
+                Op::Delete => before,
+                Op::Insert | Op::Update => after,
+            };
+            let Some(row) = row else { continue };
+            let fields = fields(&shaped.shape, &row, op == Op::Delete);
+            session
+                .queued
+                .push_back(Step::Change(shaped.table.clone(), Record { op, fields }));
+        }
+        Ok(())
+    }
+
+    /// A statement outside a transaction: `TRUNCATE` of a captured table
+    /// becomes a truncate instruction, `ALTER TABLE` its columns read
+    /// again and declared.
+    async fn statement(
+        &mut self,
+        sql: &str,
+        schema: &str,
+    ) -> Result<Option<Step<BinlogAt>>, SourceError> {
+        let Some((verb, table)) = ddl_target(sql, schema) else {
+            return Ok(None);
+        };
+        if !self.captured.contains(&table) {
+            return Ok(None);
+        }
+        Ok(Some(match verb {
+            Ddl::Truncate => Step::Truncate(vec![self.shape(&table, 0).await?.table]),
+            Ddl::Alter => {
+                self.shapes.remove(&table);
+                let shaped = self.shape(&table, 0).await?;
+                tracing::info!(%table, columns = shaped.shape.columns.len(), "source table's columns changed");
+                Step::Declare(shaped.table)
+            }
+        }))
+    }
+}
+
+/// A row's fields by the catalog's column names; a delete keeps only the
+/// key columns when the table has a key.
+fn fields(shape: &Shape, row: &BinlogRow, delete: bool) -> Map<String, Value> {
+    let has_key = shape.columns.iter().any(|c| c.key);
+    let mut out = Map::with_capacity(shape.columns.len());
+    for (i, col) in shape.columns.iter().enumerate() {
+        if delete && has_key && !col.key {
+            continue;
+        }
+        if let Some(v) = row.as_ref(i) {
+            out.insert(col.name.clone(), values::to_json(col, v));
+        }
+    }
+    out
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ddl {
+    Truncate,
+    Alter,
+}
+
+/// Which captured-table DDL a statement is, and its table: `TRUNCATE
+/// [TABLE] t` and `ALTER [ONLINE|IGNORE] TABLE t ...`; no parser beyond that.
+fn ddl_target(sql: &str, schema: &str) -> Option<(Ddl, TableName)> {
+    let mut words = sql.split_whitespace();
+    let first = words.next()?.to_ascii_lowercase();
+    let (verb, mut next) = match first.as_str() {
+        "truncate" => (Ddl::Truncate, words.next()?),
+        "alter" => (Ddl::Alter, words.next()?),
+        _ => return None,
+    };
+    while matches!(
+        next.to_ascii_lowercase().as_str(),
+        "table" | "online" | "ignore"
+    ) {
+        next = words.next()?;
+    }
+    if verb == Ddl::Alter && sql.to_ascii_lowercase().split_whitespace().nth(1) == Some("database")
+    {
+        return None;
+    }
+    let name = next.trim_end_matches(';');
+    let unquote = |s: &str| s.trim_matches('`').replace("``", "`");
+    let (db, table) = match name.split_once("`.`").or_else(|| name.split_once('.')) {
+        Some((db, t)) => (unquote(db), unquote(t)),
+        None => (schema.to_string(), unquote(name)),
+    };
+    Some((
+        verb,
+        TableName {
+            database: db,
+            name: table,
+        },
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ddl_names_its_table() {
+        let t = |db: &str, n: &str| TableName {
+            database: db.into(),
+            name: n.into(),
+        };
+        assert_eq!(
+            ddl_target("TRUNCATE t", "test"),
+            Some((Ddl::Truncate, t("test", "t")))
+        );
+        assert_eq!(
+            ddl_target("truncate table `shop`.`orders`", "test"),
+            Some((Ddl::Truncate, t("shop", "orders")))
+        );
+        assert_eq!(
+            ddl_target("ALTER TABLE shop.orders ADD COLUMN x int", "test"),
+            Some((Ddl::Alter, t("shop", "orders")))
+        );
+        assert_eq!(ddl_target("CREATE TABLE t (id int)", "test"), None);
+        assert_eq!(
+            ddl_target("ALTER DATABASE d CHARACTER SET utf8", "test"),
+            None
+        );
+    }
+}

@@ -1,0 +1,121 @@
+//! The snapshot copy: each table's rows in keyset pages by its primary
+//! key, read in the transaction of the snapshot the slot exported when it
+//! was made, so the copy and the stream after it meet exactly.
+
+use serde_json::Value;
+use sqlx::postgres::PgConnection;
+use sqlx::Connection;
+
+use super::super::catalog;
+use super::super::config::{Mode, TableName};
+use super::super::cursor::PgCursorSource;
+use super::{PgCdc, Replication};
+use crate::cdc::deadline::{self, within};
+use crate::cdc::{CopyAt, CopyPage};
+use crate::chunk::Limits;
+use crate::error::{Context as _, Failure, SourceError};
+
+/// The copy while it runs.
+pub struct PgCopy {
+    /// The session that made the slot: it holds the exported snapshot
+    /// until the copy is done, and streaming starts on it.
+    gate: Replication,
+    /// The snapshot's transaction, between tables.
+    spare: Option<PgConnection>,
+    /// The table being read and its reader (which holds the transaction).
+    reading: Option<(String, PgCursorSource)>,
+}
+
+impl PgCopy {
+    /// Opens a transaction that reads what the slot's start saw.
+    pub(super) async fn open(
+        settings: &super::super::config::PostgresSettings,
+        gate: Replication,
+        snapshot: &str,
+    ) -> Result<PgCopy, SourceError> {
+        let options = settings.connect_options();
+        let mut conn = within(deadline::CONNECT, "connecting", async {
+            PgConnection::connect_with(&options)
+                .await
+                .context("cannot connect")
+        })
+        .await?;
+        let begin = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY".to_string();
+        let set = format!("SET TRANSACTION SNAPSHOT '{snapshot}'");
+        for sql in [begin, set] {
+            let done = sqlx::query(&sql).execute(&mut conn).await;
+            done.context("cannot open the snapshot")?;
+        }
+        Ok(PgCopy {
+            gate,
+            spare: Some(conn),
+            reading: None,
+        })
+    }
+
+    pub(super) fn into_gate(self) -> Replication {
+        self.gate
+    }
+}
+
+impl PgCdc {
+    /// The next page of the copy at `at`; a table after the last one's
+    /// end is read on the same snapshot.
+    pub(super) async fn copy_page_of(
+        &mut self,
+        copy: &mut PgCopy,
+        at: &CopyAt,
+        limits: Limits,
+    ) -> Result<CopyPage, SourceError> {
+        let mut reader = match copy.reading.take() {
+            Some((table, reader)) if table == at.table => reader,
+            other => {
+                let conn = other
+                    .and_then(|(_, r)| r.into_connection())
+                    .or_else(|| copy.spare.take());
+                let table = self.table_named(&at.table)?;
+                let after = at.after.as_ref().and_then(Value::as_str);
+                self.copier(&table, after, conn).await?
+            }
+        };
+        let mut chunk = reader.read_chunk(limits).await?;
+        let after = chunk.cursor.take().map(Value::String);
+        let done = chunk.at_end;
+        copy.reading = Some((at.table.clone(), reader));
+        Ok(CopyPage { chunk, after, done })
+    }
+
+    /// The reader of a table's rows for a copy or a backfill: keyset pages
+    /// by the primary key, on `conn` when the copy reads an exported
+    /// snapshot.
+    pub(super) async fn copier(
+        &mut self,
+        table: &TableName,
+        after: Option<&str>,
+        conn: Option<PgConnection>,
+    ) -> Result<PgCursorSource, SourceError> {
+        let catalog = self.catalog().await?;
+        let key = catalog::primary_key(catalog, table)
+            .await
+            .context("snapshot")?;
+        let Some(first) = key.first() else {
+            return Err(SourceError::new(
+                Failure::NoKey,
+                format!(
+                    "snapshot: {table} has no primary key to copy it by; set snapshot = \"never\""
+                ),
+            ));
+        };
+        let mut settings = self.settings.clone();
+        settings.mode = Mode::Cursor;
+        settings.table = table.clone();
+        settings.tables = vec![table.clone()];
+        settings.cursor = first.clone();
+        settings.primary_key = key.clone();
+        tracing::info!(%table, key = ?key, resume = after.is_some(), "snapshot copy starts");
+        match conn {
+            Some(conn) => PgCursorSource::with_connection(settings, after, conn),
+            None => PgCursorSource::new(settings, after),
+        }
+    }
+}

@@ -1,0 +1,314 @@
+//! The replication session: pgoutput's messages as the shared reader's
+//! steps. A Relation message describes a table (its columns' types are
+//! named by the catalog, its key by the replica identity or, with
+//! `REPLICA IDENTITY FULL`, the primary key); rows become records by it.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use abrq_core::{Op, Record, TableRef};
+use pg_walstream::{
+    ColumnData, LogicalReplicationMessage as M, LogicalReplicationParser, TupleData,
+};
+use pgwire_replication::{Lsn, ReplicationEvent};
+use serde_json::{Map, Value};
+
+use super::super::catalog;
+use super::super::config::TableName;
+use super::backfill::{self, Backfill};
+use super::{values, PgCdc, Replication};
+use crate::cdc::{Ctx, Step, Table};
+use crate::error::{Context as _, Failure, SourceError};
+
+/// A streaming replication session and what it has learned.
+pub struct Session {
+    repl: Replication,
+    parser: LogicalReplicationParser,
+    relations: HashMap<u32, Relation>,
+    /// The backfill reading now, with its window.
+    pub(super) backfill: Option<Backfill>,
+}
+
+/// A published table as the last Relation message described it.
+struct Relation {
+    table: Arc<Table>,
+    columns: Vec<Column>,
+}
+
+struct Column {
+    name: String,
+    oid: u32,
+    key: bool,
+}
+
+impl Session {
+    /// Waits for the server to start streaming; a new session describes
+    /// every relation again.
+    pub(super) async fn start(mut repl: Replication) -> Result<Session, SourceError> {
+        repl.client
+            .wait_started()
+            .await
+            .context("cannot start replication")?;
+        tracing::info!("replication started");
+        Ok(Session {
+            repl,
+            parser: LogicalReplicationParser::with_protocol_version(1),
+            relations: HashMap::new(),
+            backfill: None,
+        })
+    }
+
+    /// The slot may be confirmed to `at`.
+    pub(super) fn confirm(&self, at: Lsn) {
+        self.repl.client.update_applied_lsn(at);
+    }
+}
+
+/// A commit time in µs since PostgreSQL's epoch (2000-01-01).
+fn commit_time(pg_micros: i64) -> SystemTime {
+    const PG_EPOCH_SECS: u64 = 946_684_800;
+    let since_unix =
+        Duration::from_secs(PG_EPOCH_SECS) + Duration::from_micros(pg_micros.max(0) as u64);
+    UNIX_EPOCH + since_unix
+}
+
+impl PgCdc {
+    /// The next message of the session as a step; None when none came
+    /// within `wait`.
+    pub(super) async fn step(
+        &mut self,
+        session: &mut Session,
+        wait: Duration,
+        ctx: &mut Ctx<'_, Lsn>,
+    ) -> Result<Option<Step<Lsn>>, SourceError> {
+        let event = match tokio::time::timeout(wait, session.repl.client.recv()).await {
+            Err(_) => return Ok(None),
+            Ok(Ok(Some(e))) => e,
+            Ok(Ok(None)) => {
+                return Err(SourceError::new(
+                    Failure::Network,
+                    "replication: the server ended the stream",
+                ))
+            }
+            Ok(Err(e)) => return Err(SourceError::from_client("replication", e)),
+        };
+        Ok(Some(match event {
+            ReplicationEvent::Begin { .. } => Step::Begin,
+            ReplicationEvent::Commit {
+                end_lsn,
+                commit_time_micros,
+                ..
+            } => Step::Commit {
+                at: Some(end_lsn),
+                time: Some(commit_time(commit_time_micros)),
+            },
+            ReplicationEvent::XLogData { data, .. } => {
+                let message = session
+                    .parser
+                    .parse_wal_message_bytes(data)
+                    .map_err(|e| SourceError::caused(Failure::Decode, "cannot decode a change", e))?
+                    .message;
+                self.apply(session, message).await?
+            }
+            ReplicationEvent::Message {
+                prefix, content, ..
+            } if prefix == backfill::PREFIX => {
+                match self.watermark(session, &content, ctx).await? {
+                    Some(page) => Step::Page(page),
+                    None => Step::Nothing,
+                }
+            }
+            ReplicationEvent::KeepAlive { wal_end, .. } => Step::Idle(wal_end),
+            ReplicationEvent::Message { .. } | ReplicationEvent::StoppedAt { .. } => Step::Nothing,
+        }))
+    }
+
+    /// What one decoded message means.
+    async fn apply(&mut self, session: &mut Session, message: M) -> Result<Step<Lsn>, SourceError> {
+        let (table, record) = match message {
+            M::Relation {
+                relation_id,
+                namespace,
+                relation_name,
+                replica_identity,
+                columns,
+            } => {
+                let name = TableName {
+                    schema: Some(namespace.to_string()),
+                    name: relation_name.to_string(),
+                };
+                let oids: Vec<i64> = columns.iter().map(|c| i64::from(c.type_id)).collect();
+                let mods: Vec<i32> = columns.iter().map(|c| c.type_modifier).collect();
+                let types = self.type_names(&oids, &mods).await?;
+                // REPLICA IDENTITY FULL flags every column: the key is the
+                // table's primary key then
+                let key: Vec<String> = match replica_identity {
+                    b'f' => {
+                        let conn = self.catalog().await?;
+                        catalog::primary_key(conn, &name)
+                            .await
+                            .context("relation")?
+                    }
+                    _ => columns
+                        .iter()
+                        .filter(|c| c.is_key())
+                        .map(|c| c.name.to_string())
+                        .collect(),
+                };
+                let columns: Vec<Column> = columns
+                    .iter()
+                    .map(|c| Column {
+                        name: c.name.to_string(),
+                        oid: c.type_id,
+                        key: key.iter().any(|k| **k == *c.name),
+                    })
+                    .collect();
+                let declared = columns
+                    .iter()
+                    .zip(types)
+                    .map(|(c, ty)| {
+                        let ty = match c.key {
+                            true => serde_json::json!({ "type": ty, "primary_key": true }),
+                            false => Value::String(ty),
+                        };
+                        (c.name.clone(), ty)
+                    })
+                    .collect();
+                let table = Arc::new(Table {
+                    table: TableRef::new(name.schema.as_deref(), &name.name),
+                    declared,
+                });
+                // a changed shape is a new table: declared again before its
+                // next change
+                session
+                    .relations
+                    .insert(relation_id, Relation { table, columns });
+                return Ok(Step::Nothing);
+            }
+            M::Insert { relation_id, tuple } => {
+                let rel = relation(session, relation_id)?;
+                let fields = row(rel, &tuple, None);
+                (
+                    rel.table.clone(),
+                    Record {
+                        op: Op::Insert,
+                        fields,
+                    },
+                )
+            }
+            M::Update {
+                relation_id,
+                old_tuple,
+                new_tuple,
+                ..
+            } => {
+                let rel = relation(session, relation_id)?;
+                let fields = row(rel, &new_tuple, old_tuple.as_ref());
+                (
+                    rel.table.clone(),
+                    Record {
+                        op: Op::Update,
+                        fields,
+                    },
+                )
+            }
+            M::Delete {
+                relation_id,
+                old_tuple,
+                ..
+            } => {
+                let rel = relation(session, relation_id)?;
+                let fields = key_row(rel, &old_tuple);
+                (
+                    rel.table.clone(),
+                    Record {
+                        op: Op::Delete,
+                        fields,
+                    },
+                )
+            }
+            // one TRUNCATE of several tables: one instruction for each
+            M::Truncate { relation_ids, .. } => {
+                let mut tables = Vec::with_capacity(relation_ids.len());
+                for id in relation_ids {
+                    let table = relation(session, id)?.table.clone();
+                    if let Some(b) = session.backfill.as_mut() {
+                        b.truncated(&table.table);
+                    }
+                    tables.push(table);
+                }
+                return Ok(Step::Truncate(tables));
+            }
+            _ => return Ok(Step::Nothing),
+        };
+        if let Some(b) = session.backfill.as_mut() {
+            b.touched(&table.table, &record.fields);
+        }
+        Ok(Step::Change(table, record))
+    }
+
+    /// `format_type` of each (type oid, typmod): the names a destination
+    /// creates columns with.
+    async fn type_names(&mut self, oids: &[i64], mods: &[i32]) -> Result<Vec<String>, SourceError> {
+        let conn = self.catalog().await?;
+        let names: Result<Vec<String>, _> = sqlx::query_scalar(
+            "SELECT format_type(u.t::oid, u.m) FROM unnest($1::int8[], $2::int4[]) \
+             WITH ORDINALITY AS u(t, m, o) ORDER BY u.o",
+        )
+        .bind(oids)
+        .bind(mods)
+        .fetch_all(&mut *conn)
+        .await;
+        names.context("cannot name the column types")
+    }
+}
+
+fn relation(session: &Session, id: u32) -> Result<&Relation, SourceError> {
+    session.relations.get(&id).ok_or_else(|| {
+        SourceError::new(
+            Failure::Decode,
+            format!("cannot decode a change: relation {id} was not described in this session"),
+        )
+    })
+}
+
+/// A record's fields from a tuple; an unchanged TOAST value comes from
+/// the old tuple when the table sends one (REPLICA IDENTITY FULL), and is
+/// left out otherwise, never written as null.
+fn row(rel: &Relation, tuple: &TupleData, old: Option<&TupleData>) -> Map<String, Value> {
+    let mut out = Map::with_capacity(rel.columns.len());
+    for (i, col) in rel.columns.iter().enumerate() {
+        let Some(cell) = tuple.columns.get(i) else {
+            continue;
+        };
+        let cell = match (cell.is_unchanged(), old.and_then(|o| o.columns.get(i))) {
+            (true, Some(o)) if !o.is_unchanged() => o,
+            (true, _) => continue,
+            (false, _) => cell,
+        };
+        out.insert(col.name.clone(), value(col, cell));
+    }
+    out
+}
+
+/// A delete's fields: the key columns of the old tuple (all of them with
+/// REPLICA IDENTITY FULL).
+fn key_row(rel: &Relation, tuple: &TupleData) -> Map<String, Value> {
+    let mut out = Map::new();
+    for (i, col) in rel.columns.iter().enumerate() {
+        if let Some(cell) = tuple.columns.get(i) {
+            if (col.key || !cell.is_null()) && !cell.is_unchanged() {
+                out.insert(col.name.clone(), value(col, cell));
+            }
+        }
+    }
+    out
+}
+
+fn value(col: &Column, cell: &ColumnData) -> Value {
+    match cell.as_str() {
+        Some(text) if !cell.is_null() => values::to_json(col.oid, &text),
+        _ => Value::Null,
+    }
+}
