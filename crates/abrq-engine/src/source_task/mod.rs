@@ -43,8 +43,8 @@ pub enum SourceTaskError {
 /// process of its own, or of a tenure of the source's lease.
 pub async fn run_supervised(stream: Arc<StreamShared>, cancel: CancellationToken) {
     let s = &stream;
-    supervise(&s.source_health, &s.events, &cancel, || async {
-        run(s.clone(), s.source.clone())
+    supervise(s.source_health(), s.events(), &cancel, || async {
+        run(s.clone(), s.source_config().clone())
             .await
             .map_err(|e| describe(&e))
     })
@@ -54,7 +54,7 @@ pub async fn run_supervised(stream: Arc<StreamShared>, cancel: CancellationToken
 /// Runs the stream's pull source (file or generate) until it is exhausted
 /// (or forever when following a file).
 pub async fn run(stream: Arc<StreamShared>, cfg: SourceConfig) -> Result<(), SourceTaskError> {
-    let cursor = stream.store.cursor(&stream.name).await?;
+    let cursor = stream.store().cursor(stream.name()).await?;
     match cfg.engine {
         SourceEngine::Generate => {
             let src = GenerateSource::from_config(&cfg, cursor.as_deref())?;
@@ -82,7 +82,7 @@ pub async fn run(stream: Arc<StreamShared>, cfg: SourceConfig) -> Result<(), Sou
                 Mode::Cdc => {
                     // a read waits for changes itself: no nap after it
                     let how = Pace::forever(Duration::from_millis(1));
-                    let src = PgCdcSource::new(settings, &stream.name, cursor.as_deref())?;
+                    let src = PgCdcSource::new(settings, stream.name(), cursor.as_deref())?;
                     pump(stream, src, how, what).await
                 }
             }
@@ -98,7 +98,7 @@ pub async fn run(stream: Arc<StreamShared>, cfg: SourceConfig) -> Result<(), Sou
                 }
                 MysqlMode::Cdc => {
                     let how = Pace::forever(Duration::from_millis(1));
-                    let src = MysqlCdcSource::new(settings, &stream.name, cursor.as_deref())?;
+                    let src = MysqlCdcSource::new(settings, stream.name(), cursor.as_deref())?;
                     pump(stream, src, how, what).await
                 }
             }
@@ -237,25 +237,20 @@ async fn pump<R: Reader>(
 ) -> Result<(), SourceTaskError> {
     let follow = pace.follow;
     let limits = Limits {
-        max_records: stream.batch.max_records,
-        max_bytes: stream.batch.max_bytes.0,
+        max_records: stream.batch_config().max_records,
+        max_bytes: stream.batch_config().max_bytes.0,
     };
-    let max_wait = stream.batch.max_wait.0;
+    let max_wait = stream.batch_config().max_wait.0;
     let mut pending = Chunk::default();
     let mut first_at: Option<Instant> = None;
     let mut group = Group::new(stream.clone());
+    let mut backfills = stream.backfill_requests().await;
     loop {
-        if stream.source_tenure.cancel().is_cancelled() {
+        if stream.source_tenure().cancel().is_cancelled() {
             // unstaged records are read again after a restart
             return group.flush(&mut source).await;
         }
-        let asked = std::mem::take(
-            &mut *stream
-                .backfill_requests
-                .lock()
-                .unwrap_or_else(|p| p.into_inner()),
-        );
-        for table in asked {
+        while let Ok(table) = backfills.try_recv() {
             source.backfill(table);
         }
         let want = Limits {
@@ -294,12 +289,12 @@ async fn pump<R: Reader>(
             // Reading is not progress on its own: a source that reads but
             // cannot stage (a locked state store) stays failing until a
             // commit lands (`Group::wait`) or it has nothing left to stage.
-            stream.source_health.progressed();
+            stream.source_health().progressed();
         }
         if at_end {
             if !follow && pending.is_empty() {
-                tracing::info!(stream = %stream.name, source = %what, "source fully staged");
-                stream.source_done.send_replace(true);
+                tracing::info!(stream = %stream.name(), source = %what, "source fully staged");
+                stream.set_source_done();
                 return Ok(());
             }
             let nap = match first_at {
@@ -307,7 +302,7 @@ async fn pump<R: Reader>(
                 None => pace.idle,
             };
             tokio::select! {
-                _ = stream.source_tenure.cancel().cancelled_owned() => return Ok(()),
+                _ = stream.source_tenure().cancel().cancelled_owned() => return Ok(()),
                 _ = tokio::time::sleep(nap) => {}
             }
         }
