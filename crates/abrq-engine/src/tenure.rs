@@ -70,7 +70,7 @@ impl TenureSlot {
             .clone()
     }
 
-    pub fn set(&self, tenure: Tenure) {
+    pub(crate) fn set(&self, tenure: Tenure) {
         *self.current.lock().unwrap_or_else(|p| p.into_inner()) = Arc::new(tenure);
     }
 
@@ -78,7 +78,7 @@ impl TenureSlot {
         self.held.load(Ordering::Acquire)
     }
 
-    pub fn set_held(&self, held: bool) {
+    pub(crate) fn set_held(&self, held: bool) {
         self.held.store(held, Ordering::Release);
     }
 
