@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use abrq_core::config::Config;
 use abrq_engine::{Engine, Metrics};
-use abrq_state::{SqliteStore, StateStore};
+use abrq_state::{MarksWrite, SpoolWrite, SqliteStore};
 
 use abrq_sinks::relational::sqlx::{self, postgres::PgPool};
 use abrq_testkit::{names, S3};

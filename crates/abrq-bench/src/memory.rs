@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use abrq_core::config::Config;
 use abrq_engine::{Engine, Metrics};
-use abrq_state::{SqliteStore, StateStore};
+use abrq_state::{MarksWrite, SpoolRead, SpoolWrite, SqliteStore};
 
 fn rss_kib() -> u64 {
     std::fs::read_to_string("/proc/self/status")
@@ -68,7 +68,7 @@ database = "{out}-held"
         let staged = metrics.records_staged.with_label_values(&["bench"]).get();
         let live = engine
             .stream("bench")
-            .and_then(|s| s.destination("live").map(|d| d.mark.durable()));
+            .and_then(|s| s.destination("live").map(|d| d.mark().durable()));
         let last = engine.stream("bench").map(|s| s.last_seq()).unwrap_or(0);
         if staged >= next {
             samples.push((staged, rss_kib()));

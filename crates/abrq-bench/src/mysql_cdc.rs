@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use abrq_core::config::Config;
 use abrq_engine::{Engine, Metrics};
 use abrq_sinks::relational::sqlx::{self, mysql::MySqlPool};
-use abrq_state::{SqliteStore, StateStore};
+use abrq_state::{SpoolWrite, SqliteStore};
 use clap::Args;
 
 #[derive(Args)]

@@ -5,7 +5,7 @@
 use std::time::Instant;
 
 use abrq_core::{Item, Record};
-use abrq_state::{NewBatch, SqliteStore, StateStore};
+use abrq_state::{NewBatch, SpoolWrite, SqliteStore};
 use rusqlite::params;
 
 const BATCH: u64 = 1000;

@@ -7,7 +7,7 @@
 use std::time::{Duration, Instant};
 
 use abrq_sinks::relational::sqlx::{self, postgres::PgPool};
-use abrq_state::{source_resource, LeaseStore, NewBatch, NodeIdentity, PostgresStore, StateStore};
+use abrq_state::{source_resource, LeaseStore, NewBatch, NodeIdentity, PostgresStore, SpoolWrite};
 use clap::Args;
 
 #[derive(Args)]

@@ -1,5 +1,6 @@
-//! Operator actions. Each one commits to the store first, writes an audit
-//! entry, then tells the drain loop.
+//! Operator actions. Each one commits to the store first (through the
+//! engine's [`Unfenced`](crate::unfenced::Unfenced) handle: an operator
+//! holds no lease), writes an audit entry, then tells the drain loop.
 
 use std::sync::Arc;
 
@@ -74,12 +75,12 @@ impl Engine {
         action: &str,
         detail: serde_json::Value,
     ) -> Result<(), ControlError> {
-        s.store
+        self.unfenced
             .record_audit(NewAudit {
                 actor: actor.to_string(),
                 action: action.to_string(),
-                stream: s.name.clone(),
-                destination: Some(d.labels.destination.clone()),
+                stream: s.name().to_string(),
+                destination: Some(d.labels().destination.clone()),
                 detail,
             })
             .await?;
@@ -99,14 +100,14 @@ impl Engine {
         match switch {
             Switch::Enable | Switch::Disable => {
                 let on = switch == Switch::Enable;
-                skipped = s.store.set_enabled(stream, destination, on).await?;
+                skipped = self.unfenced.set_enabled(stream, destination, on).await?;
                 if let Some(range) = &skipped {
-                    d.mark.skipped_to(range.to_seq);
-                    s.events.skipped(&d.labels, range);
+                    d.mark().skipped_to(range.to_seq);
+                    s.events().skipped(d.labels(), range);
                 }
             }
             Switch::Pause | Switch::Resume => {
-                s.store
+                self.unfenced
                     .set_paused(stream, destination, switch == Switch::Pause)
                     .await?;
             }
@@ -116,11 +117,8 @@ impl Engine {
             None => json!({}),
         };
         self.audit(&s, &d, actor, switch.as_str(), detail).await?;
-        let row = s.store.destination(stream, destination).await?;
-        d.switches.send_replace(Switches {
-            enabled: row.enabled,
-            paused: row.paused,
-        });
+        let row = s.store().destination(stream, destination).await?;
+        d.set_switches(Switches::from(&row));
         tracing::info!(
             stream,
             destination,
@@ -143,24 +141,21 @@ impl Engine {
         let s = self
             .stream(stream)
             .ok_or_else(|| ControlError::UnknownStream(stream.to_string()))?;
-        if !abrq_sources::backfills(&s.source) {
+        if !abrq_sources::backfills(s.source_config()) {
             return Err(ControlError::NotSupported(format!(
                 "stream {stream:?} cannot backfill: only a postgres or mysql source in mode = \"cdc\" can"
             )));
         }
-        s.store
+        self.unfenced
             .record_audit(NewAudit {
                 actor: actor.to_string(),
                 action: "backfill".into(),
-                stream: s.name.clone(),
+                stream: s.name().to_string(),
                 destination: None,
                 detail: json!({ "table": table }),
             })
             .await?;
-        s.backfill_requests
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(table.clone());
+        s.ask_backfill(table.clone());
         tracing::info!(stream, ?table, actor, "backfill asked for");
         Ok(())
     }
@@ -172,21 +167,22 @@ impl Engine {
         let s = self
             .stream(stream)
             .ok_or_else(|| ControlError::UnknownStream(stream.to_string()))?;
-        if !s.source_engine.pulled() {
+        if !s.source_engine().pulled() {
             return Err(ControlError::NotSupported(format!(
                 "stream {stream:?} has no source task to restart: its records are sent to it"
             )));
         }
-        s.store
+        let stopped = s.source_health().is_stopped();
+        self.unfenced
             .record_audit(NewAudit {
                 actor: actor.to_string(),
                 action: "source_restart".into(),
-                stream: s.name.clone(),
+                stream: s.name().to_string(),
                 destination: None,
-                detail: json!({ "stopped": s.source_health.is_stopped() }),
+                detail: json!({ "stopped": stopped }),
             })
             .await?;
-        let restarted = s.source_health.request_restart();
+        let restarted = s.source_health().request_restart();
         tracing::info!(stream, actor, restarted, "source restart asked for");
         Ok(restarted)
     }
@@ -204,9 +200,11 @@ impl Engine {
             before
         });
         let state = d.breaker_state();
-        s.store.save_breaker(stream, destination, &state).await?;
-        s.events.breaker_changed(&d.labels, &state);
-        s.events.circuit_closed(&d.labels, actor);
+        self.unfenced
+            .save_breaker(stream, destination, &state)
+            .await?;
+        s.events().breaker_changed(d.labels(), &state);
+        s.events().circuit_closed(d.labels(), actor);
         self.audit(
             &s,
             &d,
@@ -215,7 +213,7 @@ impl Engine {
             json!({"was": before.name()}),
         )
         .await?;
-        d.wake.notify_one();
+        d.wake();
         Ok(())
     }
 
@@ -228,13 +226,13 @@ impl Engine {
         actor: &str,
     ) -> Result<u64, ControlError> {
         let (s, d) = self.locate(stream, destination)?;
-        let n = s
-            .store
+        let n = self
+            .unfenced
             .request_replay(stream, destination, id, actor)
             .await?;
         self.audit(&s, &d, actor, "replay", json!({"id": id, "count": n}))
             .await?;
-        d.wake.notify_one();
+        d.wake();
         Ok(n)
     }
 
@@ -248,9 +246,12 @@ impl Engine {
         actor: &str,
     ) -> Result<Vec<DeadLetterRow>, ControlError> {
         let (s, d) = self.locate(stream, destination)?;
-        let rows = s.store.discard(stream, destination, id, actor).await?;
+        let rows = self
+            .unfenced
+            .discard(stream, destination, id, actor)
+            .await?;
         for row in &rows {
-            s.events.discarded(&d.labels, row, actor);
+            s.events().discarded(d.labels(), row, actor);
         }
         Ok(rows)
     }

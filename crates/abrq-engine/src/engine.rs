@@ -3,26 +3,24 @@
 //! them gracefully.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Mutex};
 
 use abrq_core::config::{Config, StreamConfig};
-use abrq_core::{Breaker, Destination};
+use abrq_core::Destination;
 use abrq_sources::SourceFactory;
-use abrq_state::{DeadLetterState, StateStore};
-use tokio::sync::{watch, Notify, OwnedSemaphorePermit, Semaphore};
+use abrq_state::{DeadLetterState, StateRead, StateStore};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use crate::clock::Clock;
 use crate::cluster::{self, Cluster, Membership};
-use crate::destination::{DestShared, Switches};
+use crate::destination::DestShared;
 use crate::events::{DestLabels, Events};
-use crate::mark::Mark;
 use crate::metrics::Metrics;
 use crate::stream::StreamShared;
-use crate::supervise::{Failure, LoopHealth, LoopKind};
-use crate::tenure::TenureSlot;
+use crate::supervise::{Failure, LoopHealth};
+use crate::tenure::Tenures;
+use crate::unfenced::Unfenced;
 use crate::{drain, gc, source_task};
 
 #[derive(Debug, thiserror::Error)]
@@ -47,7 +45,9 @@ pub type DestinationFactory = dyn Fn(&str, &abrq_core::config::DestinationConfig
 pub struct Engine {
     streams: BTreeMap<String, Arc<StreamShared>>,
     pub metrics: Arc<Metrics>,
-    pub store: Arc<dyn StateStore>,
+    store: Arc<dyn StateRead>,
+    /// What operator actions, ingest and the GC write through.
+    pub(crate) unfenced: Unfenced,
     cancel: CancellationToken,
     tasks: Mutex<JoinSet<()>>,
     /// One permit per ingest request being read and staged.
@@ -57,9 +57,18 @@ pub struct Engine {
     pub cluster: Option<Arc<Cluster>>,
 }
 
+/// What every stream of an engine is built with.
+pub(crate) struct Handles {
+    pub store: Arc<dyn StateRead>,
+    pub events: Events,
+    pub cancel: CancellationToken,
+    pub tenures: Tenures,
+    /// Makes each stream's source.
+    pub sources: Arc<SourceFactory>,
+}
+
 impl Engine {
-    /// Runs every source and drain in this process (a state of its own),
-    /// with the sources crate's sources.
+    /// Runs every source and drain in this process (a state of its own).
     pub async fn start(
         config: &Config,
         store: Arc<dyn StateStore>,
@@ -80,32 +89,34 @@ impl Engine {
         build: &DestinationFactory,
         sources: Arc<SourceFactory>,
     ) -> Result<Arc<Engine>, StartError> {
-        let solo = membership.is_none();
-        let cancel = CancellationToken::new();
-        let events = Events::new(metrics.clone());
+        // the one unfenced write handle: see `unfenced.rs` for its users
+        let unfenced = Unfenced::new(store.clone());
+        let tenures = match &membership {
+            None => Tenures::Own(store.clone().write_half()),
+            Some(m) => Tenures::Shared {
+                leases: m.leases.clone(),
+                instance: m.node.instance,
+            },
+        };
+        let handles = Handles {
+            store: store.read_half(),
+            events: Events::new(metrics.clone()),
+            cancel: CancellationToken::new(),
+            tenures,
+            sources,
+        };
         let mut streams = BTreeMap::new();
         for sc in &config.streams {
             let sc = sc.get_ref();
-            let shared = register_stream(
-                sc,
-                config,
-                store.clone(),
-                events.clone(),
-                cancel.clone(),
-                Factories {
-                    destinations: build,
-                    sources: sources.clone(),
-                },
-                solo,
-            )
-            .await?;
-            streams.insert(shared.name.clone(), shared);
+            let shared = register_stream(sc, config, &handles, &unfenced, build).await?;
+            streams.insert(shared.name().to_string(), shared);
         }
         let engine = Arc::new(Engine {
             streams,
             metrics,
-            store,
-            cancel,
+            store: handles.store,
+            unfenced,
+            cancel: handles.cancel,
             tasks: Mutex::new(JoinSet::new()),
             ingest_permits: Arc::new(Semaphore::new(config.server.max_ingest_requests)),
             max_ingest_requests: config.server.max_ingest_requests,
@@ -123,13 +134,14 @@ impl Engine {
         for sc in &config.streams {
             let sc = sc.get_ref();
             let s = self.streams[sc.name.as_str()].clone();
-            for d in &s.destinations {
+            for d in s.destinations() {
                 tasks.spawn(drain::run(s.clone(), d.clone()));
                 tasks.spawn(drain::run_marks(s.clone(), d.clone()));
             }
-            tasks.spawn(gc::run(s.clone(), config.spool.gc_interval.0));
-            if s.source_engine.pulled() {
-                let cancel = s.source_tenure.cancel();
+            let every = config.spool.gc_interval.0;
+            tasks.spawn(gc::run(s.clone(), self.unfenced.clone(), every));
+            if s.source_engine().pulled() {
+                let cancel = s.source_tenure().cancel();
                 tasks.spawn(source_task::run_supervised(s.clone(), cancel));
             }
         }
@@ -141,11 +153,12 @@ impl Engine {
         let mut tasks = self.tasks.lock().unwrap_or_else(|p| p.into_inner());
         let streams: Vec<_> = self.streams.values().cloned().collect();
         for s in &streams {
-            tasks.spawn(gc::run(s.clone(), config.spool.gc_interval.0));
+            let every = config.spool.gc_interval.0;
+            tasks.spawn(gc::run(s.clone(), self.unfenced.clone(), every));
             tasks.spawn(cluster::run_follower(s.clone(), self.cancel.clone()));
         }
         let events = match streams.first() {
-            Some(s) => s.events.clone(),
+            Some(s) => s.events().clone(),
             None => Events::new(self.metrics.clone()),
         };
         tasks.spawn(cluster::run_coordinator(
@@ -166,6 +179,11 @@ impl Engine {
         self.max_ingest_requests
     }
 
+    /// The state, for reading (writes go through operator actions).
+    pub fn store(&self) -> &dyn StateRead {
+        &*self.store
+    }
+
     pub fn stream(&self, name: &str) -> Option<Arc<StreamShared>> {
         self.streams.get(name).cloned()
     }
@@ -177,9 +195,9 @@ impl Engine {
     /// The first stream whose source is failing, and why.
     pub fn failure(&self) -> Option<String> {
         self.streams.values().find_map(|s| {
-            s.source_health
+            s.source_health()
                 .failure()
-                .map(|f| format!("stream {}: {}", s.name, f.error))
+                .map(|f| format!("stream {}: {}", s.name(), f.error))
         })
     }
 
@@ -209,10 +227,10 @@ impl Engine {
         leases
             .into_iter()
             .chain(self.streams.values().flat_map(|s| {
-                [&s.source_health, &s.gc_health].into_iter().chain(
-                    s.destinations
+                [s.source_health(), s.gc_health()].into_iter().chain(
+                    s.destinations()
                         .iter()
-                        .flat_map(|d| [&d.drain_health, &d.marks_health]),
+                        .flat_map(|d| [d.drain_health(), d.marks_health()]),
                 )
             }))
     }
@@ -225,10 +243,10 @@ impl Engine {
     /// destination has passed the last staged batch.
     pub fn drained(&self) -> bool {
         self.streams.values().all(|s| {
-            *s.source_done.borrow()
-                && s.destinations
+            s.source_done()
+                && s.destinations()
                     .iter()
-                    .all(|d| !d.switches().enabled || d.mark.durable() >= s.last_seq())
+                    .all(|d| !d.switches().enabled || d.mark().durable() >= s.last_seq())
         })
     }
 
@@ -263,35 +281,25 @@ impl Engine {
             return; // each held drain's mark was committed as its lease was handed back
         }
         for s in self.streams.values() {
-            for d in &s.destinations {
+            for d in s.destinations() {
                 drain::flush_mark(s, d).await;
             }
         }
     }
 }
 
-/// What makes a stream's destinations and its source.
-struct Factories<'a> {
-    destinations: &'a DestinationFactory,
-    sources: Arc<SourceFactory>,
-}
-
+/// Registers a stream and its destinations (unfenced: every process does
+/// at start, and registering is idempotent).
 async fn register_stream(
     sc: &StreamConfig,
     config: &Config,
-    store: Arc<dyn StateStore>,
-    events: Events,
-    cancel: CancellationToken,
-    make: Factories<'_>,
-    solo: bool,
+    handles: &Handles,
+    unfenced: &Unfenced,
+    build: &DestinationFactory,
 ) -> Result<Arc<StreamShared>, StartError> {
-    let Factories {
-        destinations: build,
-        sources: open_source,
-    } = make;
+    let (store, events) = (&*handles.store, &handles.events);
     let name = sc.name.as_str();
-    let source_engine = sc.source.get_ref().engine;
-    let row = store.register_stream(name).await?;
+    let row = unfenced.register_stream(name).await?;
     let stats = store.spool_stats(name).await?;
     let mut destinations = Vec::new();
     for dc in &sc.destinations {
@@ -303,7 +311,7 @@ async fn register_stream(
             message,
         })?;
         let kind = dc.engine.as_str();
-        let mut drow = store
+        let mut drow = unfenced
             .register_destination(name, dname, kind, dc.enabled)
             .await?;
         let labels = DestLabels {
@@ -314,7 +322,7 @@ async fn register_stream(
         if drow.enabled {
             // Catches a destination that fell behind the GC while it was
             // disabled, or one newly added to a stream whose spool moved on.
-            if let Some(range) = store.set_enabled(name, dname, true).await? {
+            if let Some(range) = unfenced.set_enabled(name, dname, true).await? {
                 events.skipped(&labels, &range);
                 drow = store.destination(name, dname).await?;
             }
@@ -331,36 +339,11 @@ async fn register_stream(
         events.register(&labels);
         events.breaker_changed(&labels, &drow.breaker);
         events.marks(&labels, drow.high_water_mark, row.last_seq);
-        let (switches, _) = watch::channel(Switches {
-            enabled: drow.enabled,
-            paused: drow.paused,
-        });
-        let drain_health = LoopHealth::new(name, dname, LoopKind::Drain);
-        let marks_health = LoopHealth::new(name, dname, LoopKind::Marks);
-        events.register_task(&drain_health);
-        events.register_task(&marks_health);
-        destinations.push(Arc::new(DestShared {
-            labels,
-            destination: dest,
-            retry: dc.retry.into(),
-            breaker: Mutex::new(Breaker {
-                config: dc.breaker.into(),
-                state: drow.breaker,
-            }),
-            switches,
-            wake: Notify::new(),
-            mark: Mark::new(drow.high_water_mark),
-            drain_health,
-            marks_health,
-            tenure: TenureSlot::new(store.clone(), cancel.clone(), solo),
-        }));
+        let resource = abrq_state::drain_resource(name, dname);
+        let tenure = handles.tenures.slot(resource, handles.cancel.clone());
+        let d = DestShared::new(labels, dest, dc, &drow, tenure, events);
+        destinations.push(Arc::new(d));
     }
-    let source_health = LoopHealth::new(name, "", LoopKind::Source);
-    let gc_health = LoopHealth::new(name, "", LoopKind::Gc);
-    events.register_task(&source_health);
-    events.register_task(&gc_health);
-    let (staged, _) = watch::channel(row.last_seq);
-    let (source_done, _) = watch::channel(false);
     events
         .metrics
         .source_paused
@@ -371,29 +354,6 @@ async fn register_stream(
         .spool_max_bytes
         .with_label_values(&[name])
         .set(i64::try_from(config.spool.max_bytes.0).unwrap_or(i64::MAX));
-    Ok(Arc::new(StreamShared {
-        name: name.to_string(),
-        uuid: row.uuid,
-        source_engine,
-        source: sc.source.get_ref().clone(),
-        open_source,
-        batch: sc.batch.clone(),
-        events,
-        staged,
-        spool_bytes: AtomicU64::new(stats.bytes),
-        max_spool_bytes: config.spool.max_bytes.0,
-        spool_freed: Notify::new(),
-        source_paused: AtomicBool::new(false),
-        source_done,
-        source_progress: std::sync::Mutex::new(None),
-        backfill_requests: std::sync::Mutex::new(Vec::new()),
-        source_health,
-        gc_health,
-        clock: Clock::new(),
-        idempotency_window: config.server.idempotency_window.0,
-        destinations,
-        source_tenure: TenureSlot::new(store.clone(), cancel.clone(), solo),
-        store,
-        cancel,
-    }))
+    let s = StreamShared::new(sc, config, &row, stats.bytes, destinations, handles);
+    Ok(Arc::new(s))
 }

@@ -82,11 +82,11 @@ impl Engine {
         let s = self
             .stream(stream)
             .ok_or_else(|| IngestFailure::UnknownStream(stream.to_string()))?;
-        if s.source_engine.pulled() {
+        if s.source_engine().pulled() {
             return Err(IngestFailure::NotHttp(stream.to_string()));
         }
         let key = idempotency_key.map(check_key).transpose()?;
-        let limits = s.batch.clone();
+        let limits = s.batch_config().clone();
         // Parsing a large body takes CPU for a while: off the async workers.
         let parsed = tokio::task::spawn_blocking(move || {
             let digest = hex::encode(Sha256::digest(&body));
@@ -109,7 +109,11 @@ impl Engine {
             key,
             digest: &digest,
         });
-        match s.stage_request(batches, request_key).await? {
+        // No lease guards ingest: any process stages what it is sent.
+        match s
+            .stage_request(&self.unfenced, batches, request_key)
+            .await?
+        {
             StageOutcome::Staged(seqs) => Ok(IngestAck {
                 records,
                 batches: n,

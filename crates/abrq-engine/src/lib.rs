@@ -18,6 +18,7 @@ pub mod status;
 pub mod stream;
 pub mod supervise;
 pub mod tenure;
+pub mod unfenced;
 
 pub use cluster::{ClusterView, Membership};
 pub use control::{ControlError, Switch};

@@ -10,7 +10,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use abrq_state::{StateStore, StoreError};
+use abrq_state::{StateWrite, StoreError};
 use tokio::sync::watch;
 
 pub struct Mark {
@@ -91,7 +91,7 @@ impl Mark {
     /// Returns whether the durable mark moved.
     pub async fn commit(
         &self,
-        store: &dyn StateStore,
+        store: &dyn StateWrite,
         stream: &str,
         destination: &str,
     ) -> Result<bool, StoreError> {
@@ -108,7 +108,7 @@ impl Mark {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use abrq_state::{NewBatch, SqliteStore};
+    use abrq_state::{MarksRead, MarksWrite, NewBatch, SpoolWrite, SqliteStore};
 
     #[tokio::test]
     async fn delivered_becomes_durable_only_by_a_commit() {

@@ -169,18 +169,18 @@ impl Engine {
     pub async fn stream_status(&self, s: &StreamShared) -> Result<StreamStatus, StoreError> {
         // Read before the spool: a source said done has staged its last
         // batch, so `done` with this `last_seq` is a consistent pair.
-        let done = *s.source_done.borrow();
-        let spool = s.store.spool_stats(&s.name).await?;
+        let done = s.source_done();
+        let spool = s.store().spool_stats(s.name()).await?;
         let m = &self.metrics;
         let mut destinations = Vec::new();
-        for row in s.store.destinations(&s.name).await? {
+        for row in s.store().destinations(s.name()).await? {
             let pending = s
-                .store
-                .dead_letters(&s.name, &row.name, Some(DeadLetterState::Pending))
+                .store()
+                .dead_letters(s.name(), &row.name, Some(DeadLetterState::Pending))
                 .await?
                 .len() as u64;
-            let skipped_ranges = s.store.skipped_ranges(&s.name, &row.name).await?;
-            let labels = [s.name.as_str(), row.name.as_str(), row.kind.as_str()];
+            let skipped_ranges = s.store().skipped_ranges(s.name(), &row.name).await?;
+            let labels = [s.name(), row.name.as_str(), row.kind.as_str()];
             let dead_lettered = abrq_core::ReasonClass::ALL
                 .iter()
                 .map(|c| {
@@ -194,16 +194,16 @@ impl Engine {
                 .and_then(|d| d.task_failure())
                 .map(|(task, failure)| TaskFailure { task, failure });
             let restarts = live
-                .map(|d| d.drain_health.restarts() + d.marks_health.restarts())
+                .map(|d| d.drain_health().restarts() + d.marks_health().restarts())
                 .unwrap_or(0);
             let state = destination_state(&row, task_failure.is_some());
             // The durable mark, the one the gauges and `drained()` read too.
             // Shared state: another process may have moved it since.
             let hwm = live.map_or(row.high_water_mark, |d| {
-                d.mark.durable().max(row.high_water_mark)
+                d.mark().durable().max(row.high_water_mark)
             });
-            let holder = self.holder(&abrq_state::drain_resource(&s.name, &row.name));
-            let behind = s.store.backlog(&s.name, hwm).await?;
+            let holder = self.holder(&abrq_state::drain_resource(s.name(), &row.name));
+            let behind = s.store().backlog(s.name(), hwm).await?;
             let lag_seconds = behind.oldest_staged_at.map_or(0.0, |t| {
                 (chrono::Utc::now() - t).num_milliseconds().max(0) as f64 / 1000.0
             });
@@ -232,15 +232,11 @@ impl Engine {
                 last_error: row.last_error,
             });
         }
-        let failure = s.source_health.failure();
-        let progress = s
-            .source_progress
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
-        let paused = s.source_paused.load(std::sync::atomic::Ordering::Relaxed);
-        let holder = self.holder(&abrq_state::source_resource(&s.name));
-        let elsewhere = self.cluster.is_some() && !s.source_tenure.held();
+        let failure = s.source_health().failure();
+        let progress = s.source_progress();
+        let paused = s.source_paused();
+        let holder = self.holder(&abrq_state::source_resource(s.name()));
+        let elsewhere = self.cluster.is_some() && !s.source_tenure().held();
         let state = match (&failure, done, paused) {
             _ if elsewhere => "standby",
             (Some(f), _, _) if f.stopped() => "stopped",
@@ -250,20 +246,20 @@ impl Engine {
             (None, false, false) => "running",
         };
         Ok(StreamStatus {
-            name: s.name.clone(),
-            uuid: s.uuid.to_string(),
+            name: s.name().to_string(),
+            uuid: s.uuid().to_string(),
             source: SourceStatus {
-                engine: format!("{:?}", s.source_engine).to_lowercase(),
+                engine: format!("{:?}", s.source_engine()).to_lowercase(),
                 state,
                 paused,
                 done,
                 error: failure.as_ref().map(|f| f.error.clone()),
                 recovery: failure.as_ref().and_then(|f| f.recovery.clone()),
                 failing_since: failure.as_ref().map(|f| f.since),
-                restarts: s.source_health.restarts(),
-                staged_records: m.records_staged.with_label_values(&[&s.name]).get(),
-                staged_batches: m.batches_staged.with_label_values(&[&s.name]).get(),
-                gc_failure: s.gc_health.failure(),
+                restarts: s.source_health().restarts(),
+                staged_records: m.records_staged.with_label_values(&[s.name()]).get(),
+                staged_batches: m.batches_staged.with_label_values(&[s.name()]).get(),
+                gc_failure: s.gc_health().failure(),
                 position: progress.as_ref().map(|p| p.position.clone()),
                 lag_seconds: progress.as_ref().and_then(|p| p.lag_seconds),
                 lag_bytes: progress.as_ref().and_then(|p| p.lag_bytes),

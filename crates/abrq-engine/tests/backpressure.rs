@@ -7,7 +7,7 @@ use std::time::Duration;
 use abrq_core::config::Config;
 use abrq_core::{Batch, CheckReport, DeliveryError, DeliveryReport, Destination};
 use abrq_engine::{Engine, Metrics, Switch};
-use abrq_state::{SqliteStore, StateStore};
+use abrq_state::{MarksWrite, SpoolRead, SpoolWrite, SqliteStore};
 use async_trait::async_trait;
 
 #[derive(Default)]

@@ -9,7 +9,7 @@ use std::time::Duration;
 use abrq_core::config::Config;
 use abrq_core::{Batch, CheckReport, DeliveryError, DeliveryReport, Destination, ReasonClass};
 use abrq_engine::{Engine, Metrics, Switch};
-use abrq_state::{DeadLetterState, SqliteStore, StateStore};
+use abrq_state::{DeadLetterState, DeadLettersRead, MarksRead, SpoolRead, SqliteStore};
 use async_trait::async_trait;
 
 /// What the scripted destination does on its next attempts.
@@ -129,7 +129,7 @@ fn hwm(r: &Rig) -> u64 {
         .unwrap()
         .destination("d")
         .unwrap()
-        .mark
+        .mark()
         .durable()
 }
 
@@ -283,7 +283,7 @@ async fn paused_destination_waits_and_keeps_its_batches() {
     tokio::time::resume();
     assert_eq!(hwm(&r), 0);
     assert_eq!(attempts(&r), 0);
-    abrq_engine::gc::collect(&r.engine.stream("s").unwrap())
+    abrq_engine::gc::collect(&r.engine.stream("s").unwrap(), &*r.store)
         .await
         .unwrap();
     assert_eq!(r.store.spool_stats("s").await.unwrap().batches, 3);

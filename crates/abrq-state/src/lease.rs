@@ -17,7 +17,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-use crate::store::{StateStore, StoreResult};
+use crate::store::{StateWrite, StoreResult};
 
 /// The resource name of a stream's source.
 pub fn source_resource(stream: &str) -> String {
@@ -109,6 +109,7 @@ pub trait LeaseStore: Send + Sync + 'static {
     async fn nodes(&self) -> StoreResult<Vec<NodeRow>>;
 
     /// A handle on the same state whose every write is refused unless
-    /// `fence` still holds its lease.
-    fn fenced(&self, fence: Fence) -> Arc<dyn StateStore>;
+    /// `fence` still holds its lease. It only writes: a holder reads
+    /// through a plain handle, as reads need no lease.
+    fn fenced(&self, fence: Fence) -> Arc<dyn StateWrite>;
 }

@@ -1,6 +1,7 @@
-//! The state store behind one trait, so the embedded SQLite backend and a
-//! PostgreSQL backend (for scale-out) are interchangeable. `conformance`
-//! holds the one test suite every backend must pass.
+//! The state store behind a few traits (`store`: a read and a write half
+//! of each part), so the embedded SQLite backend and a PostgreSQL backend
+//! (for scale-out) are interchangeable. `conformance` holds the one test
+//! suite every backend must pass.
 
 pub mod conformance;
 pub mod lease;
@@ -15,5 +16,8 @@ pub use lease::{
 };
 pub use postgres::PostgresStore;
 pub use sqlite::SqliteStore;
-pub use store::{StateStore, StoreError, StoreResult};
+pub use store::{
+    AuditRead, AuditWrite, DeadLettersRead, DeadLettersWrite, MarksRead, MarksWrite, SpoolRead,
+    SpoolWrite, StateRead, StateStore, StateWrite, StoreError, StoreResult,
+};
 pub use types::*;

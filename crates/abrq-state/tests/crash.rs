@@ -10,7 +10,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use abrq_core::{Item, Record};
-use abrq_state::{NewBatch, SqliteStore, StageOutcome, StateStore};
+use abrq_state::{NewBatch, SpoolRead, SpoolWrite, SqliteStore, StageOutcome};
 use serde_json::{json, Map, Value};
 
 const CHILD_DB: &str = "ABRQ_STATE_CRASH_CHILD_DB";

@@ -10,8 +10,9 @@ use std::time::Duration;
 use abrq_core::{BreakerState, Item, ReasonClass, Record};
 use abrq_state::lease::{drain_resource, source_resource};
 use abrq_state::{
-    DeadLetterState, Fence, LeaseRow, LeaseStore, NewBatch, NodeIdentity, PostgresStore,
-    StageOutcome, StateStore, StoreError, StoreResult,
+    DeadLetterState, DeadLettersRead, DeadLettersWrite, Fence, LeaseRow, LeaseStore, MarksRead,
+    MarksWrite, NewBatch, NodeIdentity, PostgresStore, SpoolRead, SpoolWrite, StageOutcome,
+    StoreError, StoreResult,
 };
 use sqlx::{Connection as _, Executor as _, PgConnection};
 use tokio::sync::Barrier;

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use abrq_state::conformance::Opener;
-use abrq_state::{SqliteStore, StateStore};
+use abrq_state::{SpoolRead, SpoolWrite, SqliteStore, StateStore};
 
 async fn fresh() -> Opener {
     let dir = Arc::new(tempfile::tempdir().expect("temp dir"));

@@ -31,7 +31,7 @@ pub(crate) async fn run(stream: Arc<StreamShared>, cancel: CancellationToken) {
             // reached; this says it once per outage.
             Err(e) if !failing => {
                 failing = true;
-                tracing::warn!(stream = %stream.name, error = %describe(&e), "cannot read the shared state; retrying");
+                tracing::warn!(stream = %stream.name(), error = %describe(&e), "cannot read the shared state; retrying");
             }
             Err(_) => {}
         }
@@ -42,34 +42,25 @@ pub(crate) async fn run(stream: Arc<StreamShared>, cancel: CancellationToken) {
 /// (None before the first).
 async fn follow(s: &StreamShared, last_audit: &mut Option<Option<i64>>) -> StoreResult<()> {
     let newest = s
-        .store
-        .audit_log(Some(&s.name), 1)
+        .store()
+        .audit_log(Some(s.name()), 1)
         .await?
         .first()
         .map(|e| e.id);
     let operator_acted = last_audit.is_some_and(|seen| seen != newest);
     *last_audit = Some(newest);
-    let stats = s.store.spool_stats(&s.name).await?;
+    let stats = s.store().spool_stats(s.name()).await?;
     s.saw_staged(stats.last_seq);
-    if !s.source_tenure.held() {
-        s.spool_bytes
-            .store(stats.bytes, std::sync::atomic::Ordering::Relaxed);
+    if !s.source_tenure().held() {
+        s.spool_counted(stats.bytes);
     }
-    for row in s.store.destinations(&s.name).await? {
+    for row in s.store().destinations(s.name()).await? {
         let Some(d) = s.destination(&row.name) else {
             continue;
         };
-        let switches = Switches {
-            enabled: row.enabled,
-            paused: row.paused,
-        };
-        d.switches.send_if_modified(|v| {
-            let changed = *v != switches;
-            *v = switches;
-            changed
-        });
-        if !d.tenure.held() {
-            d.mark.observed(row.high_water_mark);
+        d.observe_switches(Switches::from(&row));
+        if !d.tenure().held() {
+            d.mark().observed(row.high_water_mark);
             d.with_breaker(|b| b.state = row.breaker);
             continue;
         }
@@ -78,16 +69,16 @@ async fn follow(s: &StreamShared, last_audit: &mut Option<Option<i64>>) -> Store
         let reset = row.breaker == (BreakerState::Closed { failures: 0 })
             && !matches!(d.breaker_state(), BreakerState::Closed { .. });
         if reset && d.with_breaker(|b| b.reset()).is_some() {
-            s.events.breaker_changed(&d.labels, &row.breaker);
-            tracing::info!(stream = %s.name, destination = %row.name, "circuit reset by an operator through another process");
-            d.wake.notify_one();
+            s.events().breaker_changed(d.labels(), &row.breaker);
+            tracing::info!(stream = %s.name(), destination = %row.name, "circuit reset by an operator through another process");
+            d.wake();
         }
         // A replay asked for through another process: the drain loop's
         // next read finds it. Woken only when the stream's audit log has
         // a new entry (every operator action writes one): a wake also
         // ends a retry backoff early.
         if operator_acted {
-            d.wake.notify_one();
+            d.wake();
         }
     }
     Ok(())

@@ -22,8 +22,8 @@ pub(super) enum Resource {
 impl Resource {
     pub(super) fn name(&self) -> String {
         match self {
-            Resource::Source(s) => source_resource(&s.name),
-            Resource::Drain(s, d) => drain_resource(&s.name, &d.labels.destination),
+            Resource::Source(s) => source_resource(s.name()),
+            Resource::Drain(s, d) => drain_resource(s.name(), &d.labels().destination),
         }
     }
 
@@ -33,10 +33,10 @@ impl Resource {
     pub(super) fn all(streams: &[Arc<StreamShared>]) -> Vec<Resource> {
         let mut out = Vec::new();
         for s in streams {
-            if s.source_engine.pulled() {
+            if s.source_engine().pulled() {
                 out.push(Resource::Source(s.clone()));
             }
-            for d in &s.destinations {
+            for d in s.destinations() {
                 out.push(Resource::Drain(s.clone(), d.clone()));
             }
         }
@@ -65,36 +65,36 @@ pub(super) async fn start(
     let cancel;
     match &resource {
         Resource::Drain(s, d) => {
-            let row = s.store.destination(&s.name, &d.labels.destination).await?;
-            let stats = s.store.spool_stats(&s.name).await?;
+            let row = s
+                .store()
+                .destination(s.name(), &d.labels().destination)
+                .await?;
+            let stats = s.store().spool_stats(s.name()).await?;
             s.saw_staged(stats.last_seq);
-            d.mark.reset_to(row.high_water_mark);
+            d.mark().reset_to(row.high_water_mark);
             d.with_breaker(|b| b.state = row.breaker);
-            d.switches.send_replace(Switches {
-                enabled: row.enabled,
-                paused: row.paused,
-            });
-            s.events.breaker_changed(&d.labels, &row.breaker);
-            s.events
-                .marks(&d.labels, row.high_water_mark, stats.last_seq);
-            cancel = s.cancel.child_token();
-            d.tenure.set(Tenure {
+            d.set_switches(Switches::from(&row));
+            s.events().breaker_changed(d.labels(), &row.breaker);
+            s.events()
+                .marks(d.labels(), row.high_water_mark, stats.last_seq);
+            cancel = s.cancel().child_token();
+            d.tenure().set(Tenure {
                 store,
                 cancel: cancel.clone(),
             });
-            d.tenure.set_held(true);
+            d.tenure().set_held(true);
             tasks.spawn(drain::run(s.clone(), d.clone()));
             tasks.spawn(drain::run_marks(s.clone(), d.clone()));
         }
         Resource::Source(s) => {
-            let stats = s.store.spool_stats(&s.name).await?;
+            let stats = s.store().spool_stats(s.name()).await?;
             s.saw_staged(stats.last_seq);
-            cancel = s.cancel.child_token();
-            s.source_tenure.set(Tenure {
+            cancel = s.cancel().child_token();
+            s.source_tenure().set(Tenure {
                 store,
                 cancel: cancel.clone(),
             });
-            s.source_tenure.set_held(true);
+            s.source_tenure().set_held(true);
             tasks.spawn(source_task::run_supervised(s.clone(), cancel.clone()));
         }
     }
@@ -120,12 +120,12 @@ pub(super) async fn stop(leases: Arc<dyn LeaseStore>, mut held: Held, graceful: 
     }
     match &held.resource {
         Resource::Drain(s, d) => {
-            d.tenure.set_held(false);
+            d.tenure().set_held(false);
             if graceful {
                 drain::flush_mark(s, d).await;
             }
         }
-        Resource::Source(s) => s.source_tenure.set_held(false),
+        Resource::Source(s) => s.source_tenure().set_held(false),
     }
     if graceful {
         match leases.release(&held.fence).await {

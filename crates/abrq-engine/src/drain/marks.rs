@@ -15,23 +15,23 @@ use crate::supervise::{describe, supervise, Fault};
 /// The mark writer of one destination, under its supervisor.
 pub async fn run_marks(stream: Arc<StreamShared>, dest: Arc<DestShared>) {
     supervise(
-        &dest.marks_health,
-        &stream.events,
-        &dest.tenure.cancel(),
+        dest.marks_health(),
+        stream.events(),
+        &dest.tenure().cancel(),
         || async { write_marks(&stream, &dest).await.map_err(Fault::Transient) },
     )
     .await
 }
 
 async fn write_marks(stream: &StreamShared, dest: &DestShared) -> Result<(), String> {
-    let mut wanted = dest.mark.subscribe();
+    let mut wanted = dest.mark().subscribe();
     loop {
         wanted.borrow_and_update();
         commit(stream, dest).await?;
         tokio::select! {
             // The engine commits the last marks itself once every drain
             // loop has stopped (see `flush_mark`).
-            _ = dest.tenure.cancel().cancelled_owned() => return Ok(()),
+            _ = dest.tenure().cancel().cancelled_owned() => return Ok(()),
             changed = wanted.changed() => {
                 if changed.is_err() {
                     return Ok(());
@@ -43,18 +43,18 @@ async fn write_marks(stream: &StreamShared, dest: &DestShared) -> Result<(), Str
 
 async fn commit(stream: &StreamShared, dest: &DestShared) -> Result<(), String> {
     let moved = dest
-        .mark
+        .mark()
         .commit(
-            &*dest.tenure.store(),
-            &stream.name,
-            &dest.labels.destination,
+            &*dest.tenure().store(),
+            stream.name(),
+            &dest.labels().destination,
         )
         .await
         .map_err(|e| format!("cannot commit the high-water mark: {}", describe(&e)))?;
     if moved {
-        dest.marks_health.progressed();
-        let events = &stream.events;
-        events.marks(&dest.labels, dest.mark.durable(), stream.last_seq());
+        dest.marks_health().progressed();
+        let events = stream.events();
+        events.marks(dest.labels(), dest.mark().durable(), stream.last_seq());
     }
     Ok(())
 }
@@ -62,6 +62,6 @@ async fn commit(stream: &StreamShared, dest: &DestShared) -> Result<(), String> 
 /// Commits the last delivered mark at shutdown, after the drain loop ended.
 pub async fn flush_mark(stream: &StreamShared, dest: &DestShared) {
     if let Err(e) = commit(stream, dest).await {
-        tracing::error!(stream = %stream.name, destination = %dest.labels.destination, error = %e, "last high-water mark not committed; its batches are delivered again after a restart");
+        tracing::error!(stream = %stream.name(), destination = %dest.labels().destination, error = %e, "last high-water mark not committed; its batches are delivered again after a restart");
     }
 }

@@ -33,9 +33,9 @@ use work::Work;
 /// The drain loop of one destination, under its supervisor.
 pub async fn run(stream: Arc<StreamShared>, dest: Arc<DestShared>) {
     supervise(
-        &dest.drain_health,
-        &stream.events,
-        &dest.tenure.cancel(),
+        dest.drain_health(),
+        stream.events(),
+        &dest.tenure().cancel(),
         || async {
             Drainer::new(&stream, &dest)
                 .run()
@@ -78,8 +78,8 @@ impl<'a> Drainer<'a> {
         Drainer {
             stream,
             dest,
-            staged: stream.staged.subscribe(),
-            switches: dest.switches.subscribe(),
+            staged: stream.subscribe_staged(),
+            switches: dest.subscribe_switches(),
             rng: StdRng::from_os_rng(),
             current: None,
             attempts: 0,
@@ -94,7 +94,7 @@ impl<'a> Drainer<'a> {
     }
 
     async fn step(&mut self) -> Result<Flow, StoreError> {
-        if self.dest.tenure.cancel().is_cancelled() {
+        if self.dest.tenure().cancel().is_cancelled() {
             return Ok(Flow::Stop);
         }
         if !self.dest.switches().draining() {
@@ -105,7 +105,7 @@ impl<'a> Drainer<'a> {
             let prefetched = self.prefetched.take();
             self.current = work::next(self.stream, self.dest, group, prefetched).await?;
             self.attempts = 0;
-            self.dest.drain_health.progressed();
+            self.dest.drain_health().progressed();
             if self.current.is_none() {
                 return Ok(self.wait_for_work().await);
             }
@@ -139,9 +139,9 @@ impl<'a> Drainer<'a> {
 
     /// Batches the next attempt may carry.
     fn group_size(&self) -> usize {
-        match self.dest.mark.accepted() < self.singles_until {
+        match self.dest.mark().accepted() < self.singles_until {
             true => 1,
-            false => self.dest.destination.group_limit(),
+            false => self.dest.destination().group_limit(),
         }
     }
 
@@ -152,7 +152,7 @@ impl<'a> Drainer<'a> {
         self.prefetched = None;
         self.attempts = 0;
         tokio::select! {
-            _ = self.dest.tenure.cancel().cancelled_owned() => Flow::Stop,
+            _ = self.dest.tenure().cancel().cancelled_owned() => Flow::Stop,
             _ = self.switches.changed() => Flow::Next,
         }
     }
@@ -160,20 +160,20 @@ impl<'a> Drainer<'a> {
     /// Nothing to deliver: wait for a stage, a switch or an operator.
     async fn wait_for_work(&mut self) -> Flow {
         self.staged.borrow_and_update();
-        if self.stream.last_seq() > self.dest.mark.accepted() {
+        if self.stream.last_seq() > self.dest.mark().accepted() {
             return Flow::Next; // staged between the read and the subscribe
         }
         tokio::select! {
-            _ = self.dest.tenure.cancel().cancelled_owned() => Flow::Stop,
+            _ = self.dest.tenure().cancel().cancelled_owned() => Flow::Stop,
             _ = self.staged.changed() => Flow::Next,
             _ = self.switches.changed() => Flow::Next,
-            _ = self.dest.wake.notified() => Flow::Next,
+            _ = self.dest.woken() => Flow::Next,
         }
     }
 
     /// The breaker's permit: None to go, or the time it opens again.
     async fn await_permit(&mut self) -> Result<Option<DateTime<Utc>>, StoreError> {
-        let now = self.stream.clock.now();
+        let now = self.stream.clock().now();
         let (permit, change) = self.dest.with_breaker(|b| b.permit(now));
         if let Some(t) = change {
             self.breaker_changed(t).await?;
@@ -187,11 +187,11 @@ impl<'a> Drainer<'a> {
     /// Open circuit: no attempt and no retry budget spent until the
     /// cooldown ends, an operator resets it, or a switch changes.
     async fn wait_for_breaker(&mut self, until: DateTime<Utc>) -> Flow {
-        let wait = self.stream.clock.until(until);
+        let wait = self.stream.clock().until(until);
         tokio::select! {
-            _ = self.dest.tenure.cancel().cancelled_owned() => Flow::Stop,
+            _ = self.dest.tenure().cancel().cancelled_owned() => Flow::Stop,
             _ = tokio::time::sleep(wait) => Flow::Next,
-            _ = self.dest.wake.notified() => Flow::Next,
+            _ = self.dest.woken() => Flow::Next,
             _ = self.switches.changed() => Flow::Next,
         }
     }
@@ -202,9 +202,9 @@ impl<'a> Drainer<'a> {
     async fn attempt(&mut self) -> (Result<Vec<DeliveryReport>, DeliveryError>, Duration) {
         let work = self.current.as_ref().expect("work was loaded");
         self.attempts += 1;
-        let timeout = self.dest.retry.attempt_timeout;
+        let timeout = self.dest.retry().attempt_timeout;
         let started = Instant::now();
-        let destination = &self.dest.destination;
+        let destination = &self.dest.destination();
         let delivery = async {
             match work {
                 Work::Group(batches) => destination.deliver_group(batches).await,
@@ -223,17 +223,17 @@ impl<'a> Drainer<'a> {
         let state = dest.breaker_state();
         match t {
             abrq_core::Transition::Opened { until } => {
-                stream.events.circuit_opened(&dest.labels, Some(until))
+                stream.events().circuit_opened(dest.labels(), Some(until))
             }
             abrq_core::Transition::Closed => stream
-                .events
-                .circuit_closed(&dest.labels, "successful attempt"),
+                .events()
+                .circuit_closed(dest.labels(), "successful attempt"),
             abrq_core::Transition::Counted { .. } | abrq_core::Transition::HalfOpened => {}
         }
-        stream.events.breaker_changed(&dest.labels, &state);
-        dest.tenure
+        stream.events().breaker_changed(dest.labels(), &state);
+        dest.tenure()
             .store()
-            .save_breaker(&stream.name, &dest.labels.destination, &state)
+            .save_breaker(stream.name(), &dest.labels().destination, &state)
             .await
     }
 }

@@ -40,14 +40,14 @@ impl Drainer<'_> {
         for (batch, report) in work.batches().iter().zip(&reports) {
             let meta = &batch.meta;
             match &work {
-                Work::Spool(_) | Work::Group(_) => dest.mark.delivered(meta.seq),
+                Work::Spool(_) | Work::Group(_) => dest.mark().delivered(meta.seq),
                 Work::Replay { id, .. } => {
                     if finish_replay(stream, dest, *id, Ok(())).await? {
-                        stream.events.replayed(&dest.labels, *id, meta.seq);
+                        stream.events().replayed(dest.labels(), *id, meta.seq);
                     }
                 }
             }
-            stream.events.delivered(&dest.labels, meta, report, took);
+            stream.events().delivered(dest.labels(), meta, report, took);
         }
         if let Some(t) = dest.with_breaker(|b| b.on_success()) {
             self.breaker_changed(t).await?;
@@ -72,28 +72,28 @@ impl Drainer<'_> {
         self.singles_until = last;
         self.attempts = 0;
         stream
-            .events
-            .attempt_failed(&dest.labels, first, 1, &err, took);
+            .events()
+            .attempt_failed(dest.labels(), first, 1, &err, took);
         let describe = err.describe();
-        tracing::warn!(stream = %stream.name, destination = %dest.labels.destination, first, last, error = %describe, "grouped attempt failed; its batches go one at a time");
-        dest.tenure
+        tracing::warn!(stream = %stream.name(), destination = %dest.labels().destination, first, last, error = %describe, "grouped attempt failed; its batches go one at a time");
+        dest.tenure()
             .store()
-            .set_last_error(&stream.name, &dest.labels.destination, Some(&describe))
+            .set_last_error(stream.name(), &dest.labels().destination, Some(&describe))
             .await?;
         if let Disposition::DeadLetter(_) = err.disposition {
             return Ok(Flow::Next);
         }
-        let now = stream.clock.now();
+        let now = stream.clock().now();
         if let Some(t) = dest.with_breaker(|b| b.on_failure(now)) {
             self.breaker_changed(t).await?;
         }
         let pause = err
             .retry_after
-            .unwrap_or_else(|| dest.retry.backoff(1, &mut self.rng));
+            .unwrap_or_else(|| dest.retry().backoff(1, &mut self.rng));
         Ok(tokio::select! {
-            _ = dest.tenure.cancel().cancelled_owned() => Flow::Stop,
+            _ = dest.tenure().cancel().cancelled_owned() => Flow::Stop,
             _ = tokio::time::sleep(pause) => Flow::Next,
-            _ = dest.wake.notified() => Flow::Next,
+            _ = dest.woken() => Flow::Next,
         })
     }
 
@@ -108,21 +108,21 @@ impl Drainer<'_> {
             .seq;
         let attempts = self.attempts;
         stream
-            .events
-            .attempt_failed(&dest.labels, seq, attempts, &err, took);
+            .events()
+            .attempt_failed(dest.labels(), seq, attempts, &err, took);
         let describe = err.describe();
-        dest.tenure
+        dest.tenure()
             .store()
-            .set_last_error(&stream.name, &dest.labels.destination, Some(&describe))
+            .set_last_error(stream.name(), &dest.labels().destination, Some(&describe))
             .await?;
         let class = match err.disposition {
             Disposition::DeadLetter(class) => Some(class),
             Disposition::Retry => {
-                let now = stream.clock.now();
+                let now = stream.clock().now();
                 if let Some(t) = dest.with_breaker(|b| b.on_failure(now)) {
                     self.breaker_changed(t).await?;
                 }
-                (attempts >= dest.retry.max_attempts).then_some(ReasonClass::RetriesExhausted)
+                (attempts >= dest.retry().max_attempts).then_some(ReasonClass::RetriesExhausted)
             }
         };
         if let Some(class) = class {
@@ -132,11 +132,11 @@ impl Drainer<'_> {
         }
         let pause = err
             .retry_after
-            .unwrap_or_else(|| dest.retry.backoff(attempts, &mut self.rng));
+            .unwrap_or_else(|| dest.retry().backoff(attempts, &mut self.rng));
         Ok(tokio::select! {
-            _ = dest.tenure.cancel().cancelled_owned() => Flow::Stop,
+            _ = dest.tenure().cancel().cancelled_owned() => Flow::Stop,
             _ = tokio::time::sleep(pause) => Flow::Next,
-            _ = dest.wake.notified() => Flow::Next,
+            _ = dest.woken() => Flow::Next,
         })
     }
 }
@@ -152,20 +152,20 @@ async fn dead_letter(
     match work {
         Work::Spool(batch) => {
             let seq = batch.meta.seq;
-            dest.tenure
+            dest.tenure()
                 .store()
-                .dead_letter(&dest.labels.destination, &batch, class, error, attempts)
+                .dead_letter(&dest.labels().destination, &batch, class, error, attempts)
                 .await?;
-            dest.mark.dead_lettered(seq);
-            let events = &stream.events;
-            events.dead_lettered(&dest.labels, seq, class, error);
-            events.marks(&dest.labels, dest.mark.durable(), stream.last_seq());
+            dest.mark().dead_lettered(seq);
+            let events = stream.events();
+            events.dead_lettered(dest.labels(), seq, class, error);
+            events.marks(dest.labels(), dest.mark().durable(), stream.last_seq());
         }
         Work::Group(_) => unreachable!("a group is never dead-lettered whole"),
         Work::Replay { id, batch } => {
             // It stays one pending dead letter, with the newer reason.
             if finish_replay(stream, dest, id, Err((class, error.to_string()))).await? {
-                tracing::error!(stream = %stream.name, destination = %dest.labels.destination, id, seq = batch.meta.seq, reason_class = %class, "replay failed; dead letter stays pending");
+                tracing::error!(stream = %stream.name(), destination = %dest.labels().destination, id, seq = batch.meta.seq, reason_class = %class, "replay failed; dead letter stays pending");
             }
         }
     }
@@ -181,10 +181,10 @@ pub(super) async fn finish_replay(
     outcome: Result<(), (ReasonClass, String)>,
 ) -> Result<bool, StoreError> {
     let delivered = outcome.is_ok();
-    match dest.tenure.store().finish_replay(id, outcome).await {
+    match dest.tenure().store().finish_replay(id, outcome).await {
         Ok(()) => Ok(true),
         Err(StoreError::NotPending { state, .. }) => {
-            tracing::warn!(stream = %stream.name, destination = %dest.labels.destination, id, state, delivered, "dead letter was no longer pending when its replay ended");
+            tracing::warn!(stream = %stream.name(), destination = %dest.labels().destination, id, state, delivered, "dead letter was no longer pending when its replay ended");
             Ok(false)
         }
         Err(e) => Err(e),

@@ -43,14 +43,15 @@ pub(super) async fn next(
     group: usize,
     mut prefetched: Option<Work>,
 ) -> Result<Option<Work>, StoreError> {
-    let store = dest.tenure.store();
-    let (s, d) = (stream.name.as_str(), dest.labels.destination.as_str());
+    // reads through the stream's read half, writes through the tenure
+    let (store, writes) = (stream.store(), dest.tenure().store());
+    let (s, d) = (stream.name(), dest.labels().destination.as_str());
     loop {
         match store.next_replay(s, d).await {
             Ok(Some((row, batch))) => return Ok(Some(Work::Replay { id: row.id, batch })),
             Ok(None) => {
                 // read while the last attempt ran, if it is still the next
-                let next = dest.mark.accepted() + 1;
+                let next = dest.mark().accepted() + 1;
                 if let Some(w) = prefetched.take().filter(|w| w.first().meta.seq == next) {
                     return Ok(Some(w));
                 }
@@ -72,16 +73,16 @@ pub(super) async fn next(
             }
             Err(e) => return Err(e),
         }
-        match store.next_batch(s, dest.mark.accepted()).await {
+        match store.next_batch(s, dest.mark().accepted()).await {
             Ok(Some(first)) if group > 1 => return Ok(Some(grow(stream, first, group).await)),
             Ok(batch) => return Ok(batch.map(Work::Spool)),
             Err(e @ StoreError::Payload { seq, .. }) => {
                 let error = e.to_string();
-                store.dead_letter_undecodable(s, d, seq, &error).await?;
-                dest.mark.dead_lettered(seq);
-                let events = &stream.events;
-                events.dead_lettered(&dest.labels, seq, ReasonClass::Encoding, &error);
-                events.marks(&dest.labels, dest.mark.durable(), stream.last_seq());
+                writes.dead_letter_undecodable(s, d, seq, &error).await?;
+                dest.mark().dead_lettered(seq);
+                let events = stream.events();
+                events.dead_lettered(dest.labels(), seq, ReasonClass::Encoding, &error);
+                events.marks(dest.labels(), dest.mark().durable(), stream.last_seq());
             }
             Err(e) => return Err(e),
         }
@@ -96,7 +97,7 @@ async fn grow(stream: &StreamShared, first: Batch, group: usize) -> Work {
     let mut batches = vec![first];
     while batches.len() < group && records < GROUP_RECORDS {
         let after = batches.last().expect("one at least").meta.seq;
-        match stream.store.next_batch(&stream.name, after).await {
+        match stream.store().next_batch(stream.name(), after).await {
             Ok(Some(b)) => {
                 records += b.meta.records;
                 batches.push(b);
@@ -113,7 +114,11 @@ async fn grow(stream: &StreamShared, first: Batch, group: usize) -> Work {
 /// The spooled work after seq `after` (none on any error: it is read
 /// again the usual way), read while an attempt runs.
 pub(super) async fn prefetch(stream: &StreamShared, after: u64, group: usize) -> Option<Work> {
-    let first = stream.store.next_batch(&stream.name, after).await.ok()??;
+    let first = stream
+        .store()
+        .next_batch(stream.name(), after)
+        .await
+        .ok()??;
     Some(match group > 1 {
         true => grow(stream, first, group).await,
         false => Work::Spool(first),

@@ -133,7 +133,7 @@ impl Group {
         self.in_flight = None;
         self.in_flight_bytes = 0;
         let staged = staged??;
-        self.stream.source_health.progressed();
+        self.stream.source_health().progressed();
         if let Some(c) = staged {
             source.staged(&c);
             self.last_staged = Some(c);

@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use abrq_sources::{Chunk, Limits, Source, SourceError, SourceSpec};
+use abrq_sources::{Chunk, Limits, Source, SourceError};
 use abrq_state::NewBatch;
 
 use crate::stream::{StageError, StreamShared};
@@ -59,7 +59,7 @@ impl From<SourceTaskError> for Fault {
 /// process of its own, or of a tenure of the source's lease.
 pub async fn run_supervised(stream: Arc<StreamShared>, cancel: CancellationToken) {
     let s = &stream;
-    supervise(&s.source_health, &s.events, &cancel, || async {
+    supervise(s.source_health(), s.events(), &cancel, || async {
         run(s.clone()).await.map_err(Fault::from)
     })
     .await
@@ -68,13 +68,8 @@ pub async fn run_supervised(stream: Arc<StreamShared>, cancel: CancellationToken
 /// Reads the stream's source until it is exhausted (forever for one that
 /// follows).
 pub async fn run(stream: Arc<StreamShared>) -> Result<(), SourceTaskError> {
-    let cursor = stream.store.cursor(&stream.name).await?;
-    let spec = SourceSpec {
-        stream: &stream.name,
-        config: &stream.source,
-        cursor: cursor.as_deref(),
-    };
-    let source = (stream.open_source)(&spec)?;
+    let cursor = stream.store().cursor(stream.name()).await?;
+    let source = stream.open_source(cursor.as_deref())?;
     pump(stream, source).await
 }
 
@@ -99,25 +94,20 @@ async fn pump(
     let what = source.describe();
     let follow = pace.follow;
     let limits = Limits {
-        max_records: stream.batch.max_records,
-        max_bytes: stream.batch.max_bytes.0,
+        max_records: stream.batch_config().max_records,
+        max_bytes: stream.batch_config().max_bytes.0,
     };
-    let max_wait = stream.batch.max_wait.0;
+    let max_wait = stream.batch_config().max_wait.0;
     let mut pending = Chunk::default();
     let mut first_at: Option<Instant> = None;
     let mut group = Group::new(stream.clone());
+    let mut backfills = stream.backfill_requests().await;
     loop {
-        if stream.source_tenure.cancel().is_cancelled() {
+        if stream.source_tenure().cancel().is_cancelled() {
             // unstaged records are read again after a restart
             return group.flush(source.as_mut()).await;
         }
-        let asked = std::mem::take(
-            &mut *stream
-                .backfill_requests
-                .lock()
-                .unwrap_or_else(|p| p.into_inner()),
-        );
-        for table in asked {
+        while let Ok(table) = backfills.try_recv() {
             source.backfill(table);
         }
         let want = Limits {
@@ -156,12 +146,12 @@ async fn pump(
             // Reading is not progress on its own: a source that reads but
             // cannot stage (a locked state store) stays failing until a
             // commit lands (`Group::wait`) or it has nothing left to stage.
-            stream.source_health.progressed();
+            stream.source_health().progressed();
         }
         if at_end {
             if !follow && pending.is_empty() {
-                tracing::info!(stream = %stream.name, source = %what, "source fully staged");
-                stream.source_done.send_replace(true);
+                tracing::info!(stream = %stream.name(), source = %what, "source fully staged");
+                stream.set_source_done();
                 return Ok(());
             }
             let nap = match first_at {
@@ -169,7 +159,7 @@ async fn pump(
                 None => pace.idle,
             };
             tokio::select! {
-                _ = stream.source_tenure.cancel().cancelled_owned() => return Ok(()),
+                _ = stream.source_tenure().cancel().cancelled_owned() => return Ok(()),
                 _ = tokio::time::sleep(nap) => {}
             }
         }

@@ -13,7 +13,7 @@ use uuid::Uuid;
 use super::rows::{corrupt, from_ms};
 use super::PostgresStore;
 use crate::lease::{Fence, LeaseRow, LeaseStore, NodeIdentity, NodeRow};
-use crate::store::{StateStore, StoreError, StoreResult};
+use crate::store::{StateWrite, StoreError, StoreResult};
 
 /// How long a dead process stays listed among the nodes.
 const FORGET_NODES_AFTER_MS: i64 = 3_600_000;
@@ -244,7 +244,7 @@ impl LeaseStore for PostgresStore {
         .await
     }
 
-    fn fenced(&self, fence: Fence) -> Arc<dyn StateStore> {
+    fn fenced(&self, fence: Fence) -> Arc<dyn StateWrite> {
         let mut handle = self.clone();
         handle.fence = Some(Arc::new(fence));
         Arc::new(handle)

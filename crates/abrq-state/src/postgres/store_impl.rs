@@ -1,4 +1,4 @@
-//! `StateStore` for `PostgresStore`: each method runs one of the module
+//! The store traits for `PostgresStore`: each method runs one of the module
 //! functions in a transaction (`write`) or on a plain connection (`run`).
 //! Payloads are encoded before a connection is taken and decoded after it
 //! is returned, on the blocking pool: a large batch's JSON must neither hold
@@ -10,7 +10,10 @@ use async_trait::async_trait;
 use super::spool::Spooled;
 use super::{dead_letters, destinations, spool, PostgresStore};
 use crate::payload;
-use crate::store::{StateStore, StoreError, StoreResult};
+use crate::store::{
+    AuditRead, AuditWrite, DeadLettersRead, DeadLettersWrite, MarksRead, MarksWrite, SpoolRead,
+    SpoolWrite, StoreError, StoreResult,
+};
 use crate::types::*;
 
 /// Runs CPU-bound payload work on the blocking pool.
@@ -53,27 +56,7 @@ async fn decode_dead_letter(
 }
 
 #[async_trait]
-impl StateStore for PostgresStore {
-    async fn register_stream(&self, name: &str) -> StoreResult<StreamRow> {
-        self.run("register_stream", async |c| {
-            spool::register_stream(c, name).await
-        })
-        .await
-    }
-
-    async fn register_destination(
-        &self,
-        stream: &str,
-        destination: &str,
-        kind: &str,
-        enabled: bool,
-    ) -> StoreResult<DestinationRow> {
-        self.write("register_destination", async |c| {
-            destinations::register(c, stream, destination, kind, enabled).await
-        })
-        .await
-    }
-
+impl SpoolRead for PostgresStore {
     async fn streams(&self) -> StoreResult<Vec<StreamRow>> {
         self.run("streams", async |c| spool::streams(c).await).await
     }
@@ -81,26 +64,6 @@ impl StateStore for PostgresStore {
     async fn cursor(&self, stream: &str) -> StoreResult<Option<String>> {
         self.run("cursor", async |c| spool::cursor(c, stream).await)
             .await
-    }
-
-    async fn stage(
-        &self,
-        stream: &str,
-        batches: Vec<NewBatch>,
-        cursor: Option<String>,
-        request_key: Option<RequestKey<'_>>,
-    ) -> StoreResult<StageOutcome> {
-        self.write("stage", async |c| {
-            spool::stage(c, stream, batches, cursor.as_deref(), request_key).await
-        })
-        .await
-    }
-
-    async fn expire_request_keys(&self, before: chrono::DateTime<chrono::Utc>) -> StoreResult<u64> {
-        self.run("expire_request_keys", async |c| {
-            spool::expire_request_keys(c, before).await
-        })
-        .await
     }
 
     async fn next_batch(&self, stream: &str, after: u64) -> StoreResult<Option<Batch>> {
@@ -124,7 +87,44 @@ impl StateStore for PostgresStore {
         self.run("backlog", async |c| spool::backlog(c, stream, after).await)
             .await
     }
+}
 
+#[async_trait]
+impl SpoolWrite for PostgresStore {
+    async fn register_stream(&self, name: &str) -> StoreResult<StreamRow> {
+        self.run("register_stream", async |c| {
+            spool::register_stream(c, name).await
+        })
+        .await
+    }
+
+    async fn stage(
+        &self,
+        stream: &str,
+        batches: Vec<NewBatch>,
+        cursor: Option<String>,
+        request_key: Option<RequestKey<'_>>,
+    ) -> StoreResult<StageOutcome> {
+        self.write("stage", async |c| {
+            spool::stage(c, stream, batches, cursor.as_deref(), request_key).await
+        })
+        .await
+    }
+
+    async fn expire_request_keys(&self, before: chrono::DateTime<chrono::Utc>) -> StoreResult<u64> {
+        self.run("expire_request_keys", async |c| {
+            spool::expire_request_keys(c, before).await
+        })
+        .await
+    }
+
+    async fn gc(&self, stream: &str) -> StoreResult<u64> {
+        self.write("gc", async |c| spool::gc(c, stream).await).await
+    }
+}
+
+#[async_trait]
+impl MarksRead for PostgresStore {
     async fn destination(&self, stream: &str, destination: &str) -> StoreResult<DestinationRow> {
         self.run("destination", async |c| {
             destinations::get(c, stream, destination).await
@@ -135,6 +135,33 @@ impl StateStore for PostgresStore {
     async fn destinations(&self, stream: &str) -> StoreResult<Vec<DestinationRow>> {
         self.run("destinations", async |c| {
             destinations::list(c, stream).await
+        })
+        .await
+    }
+
+    async fn skipped_ranges(
+        &self,
+        stream: &str,
+        destination: &str,
+    ) -> StoreResult<Vec<SkippedRange>> {
+        self.run("skipped_ranges", async |c| {
+            destinations::skipped_ranges(c, stream, destination).await
+        })
+        .await
+    }
+}
+
+#[async_trait]
+impl MarksWrite for PostgresStore {
+    async fn register_destination(
+        &self,
+        stream: &str,
+        destination: &str,
+        kind: &str,
+        enabled: bool,
+    ) -> StoreResult<DestinationRow> {
+        self.write("register_destination", async |c| {
+            destinations::register(c, stream, destination, kind, enabled).await
         })
         .await
     }
@@ -188,11 +215,55 @@ impl StateStore for PostgresStore {
         })
         .await
     }
+}
 
-    async fn gc(&self, stream: &str) -> StoreResult<u64> {
-        self.write("gc", async |c| spool::gc(c, stream).await).await
+#[async_trait]
+impl DeadLettersRead for PostgresStore {
+    async fn dead_letters(
+        &self,
+        stream: &str,
+        destination: &str,
+        state: Option<DeadLetterState>,
+    ) -> StoreResult<Vec<DeadLetterRow>> {
+        self.run("dead_letters", async |c| {
+            dead_letters::list(c, stream, destination, state).await
+        })
+        .await
     }
 
+    async fn dead_letter_get(&self, id: i64) -> StoreResult<(DeadLetterRow, Batch)> {
+        let found = self
+            .run("dead_letter_get", async |c| dead_letters::get(c, id).await)
+            .await?;
+        decode_dead_letter(found).await
+    }
+
+    async fn next_replay(
+        &self,
+        stream: &str,
+        destination: &str,
+    ) -> StoreResult<Option<(DeadLetterRow, Batch)>> {
+        let found = self
+            .run("next_replay", async |c| {
+                dead_letters::next_replay(c, stream, destination).await
+            })
+            .await?;
+        let Some((row, bytes)) = found else {
+            return Ok(None);
+        };
+        let (id, seq) = (row.id, row.seq);
+        decode_dead_letter((row, bytes))
+            .await
+            .map(Some)
+            .map_err(|e| match e {
+                StoreError::Payload { source, .. } => StoreError::ReplayPayload { id, seq, source },
+                other => other,
+            })
+    }
+}
+
+#[async_trait]
+impl DeadLettersWrite for PostgresStore {
     async fn dead_letter(
         &self,
         destination: &str,
@@ -246,25 +317,6 @@ impl StateStore for PostgresStore {
         .await
     }
 
-    async fn dead_letters(
-        &self,
-        stream: &str,
-        destination: &str,
-        state: Option<DeadLetterState>,
-    ) -> StoreResult<Vec<DeadLetterRow>> {
-        self.run("dead_letters", async |c| {
-            dead_letters::list(c, stream, destination, state).await
-        })
-        .await
-    }
-
-    async fn dead_letter_get(&self, id: i64) -> StoreResult<(DeadLetterRow, Batch)> {
-        let found = self
-            .run("dead_letter_get", async |c| dead_letters::get(c, id).await)
-            .await?;
-        decode_dead_letter(found).await
-    }
-
     async fn request_replay(
         &self,
         stream: &str,
@@ -276,29 +328,6 @@ impl StateStore for PostgresStore {
             dead_letters::request_replay(c, stream, destination, id, actor).await
         })
         .await
-    }
-
-    async fn next_replay(
-        &self,
-        stream: &str,
-        destination: &str,
-    ) -> StoreResult<Option<(DeadLetterRow, Batch)>> {
-        let found = self
-            .run("next_replay", async |c| {
-                dead_letters::next_replay(c, stream, destination).await
-            })
-            .await?;
-        let Some((row, bytes)) = found else {
-            return Ok(None);
-        };
-        let (id, seq) = (row.id, row.seq);
-        decode_dead_letter((row, bytes))
-            .await
-            .map(Some)
-            .map_err(|e| match e {
-                StoreError::Payload { source, .. } => StoreError::ReplayPayload { id, seq, source },
-                other => other,
-            })
     }
 
     async fn finish_replay(
@@ -324,28 +353,23 @@ impl StateStore for PostgresStore {
         })
         .await
     }
+}
 
-    async fn record_audit(&self, entry: NewAudit) -> StoreResult<i64> {
-        self.run("record_audit", async |c| {
-            dead_letters::insert_audit(c, &entry).await
-        })
-        .await
-    }
-
+#[async_trait]
+impl AuditRead for PostgresStore {
     async fn audit_log(&self, stream: Option<&str>, limit: u32) -> StoreResult<Vec<AuditEntry>> {
         self.run("audit_log", async |c| {
             dead_letters::audit_log(c, stream, limit).await
         })
         .await
     }
+}
 
-    async fn skipped_ranges(
-        &self,
-        stream: &str,
-        destination: &str,
-    ) -> StoreResult<Vec<SkippedRange>> {
-        self.run("skipped_ranges", async |c| {
-            destinations::skipped_ranges(c, stream, destination).await
+#[async_trait]
+impl AuditWrite for PostgresStore {
+    async fn record_audit(&self, entry: NewAudit) -> StoreResult<i64> {
+        self.run("record_audit", async |c| {
+            dead_letters::insert_audit(c, &entry).await
         })
         .await
     }

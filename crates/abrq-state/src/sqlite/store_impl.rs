@@ -1,7 +1,7 @@
-//! `StateStore` for `SqliteStore`: each method picks the writer or a reader
-//! and runs one of the module functions on the blocking pool. Payloads are
-//! encoded before the writer lock is taken and decoded after a reader is
-//! released, so neither holds a connection.
+//! The store traits for `SqliteStore`: each method picks the writer or a
+//! reader and runs one of the module functions on the blocking pool.
+//! Payloads are encoded before the writer lock is taken and decoded after a
+//! reader is released, so neither holds a connection.
 
 use abrq_core::{Batch, BreakerState, ReasonClass};
 use async_trait::async_trait;
@@ -9,7 +9,10 @@ use async_trait::async_trait;
 use super::spool::Spooled;
 use super::{dead_letters, destinations, spool, SqliteStore};
 use crate::payload;
-use crate::store::{StateStore, StoreError, StoreResult};
+use crate::store::{
+    AuditRead, AuditWrite, DeadLettersRead, DeadLettersWrite, MarksRead, MarksWrite, SpoolRead,
+    SpoolWrite, StoreError, StoreResult,
+};
 use crate::types::*;
 
 fn decode(spooled: Spooled) -> StoreResult<Batch> {
@@ -36,29 +39,7 @@ fn decode_dead_letter(
 }
 
 #[async_trait]
-impl StateStore for SqliteStore {
-    async fn register_stream(&self, name: &str) -> StoreResult<StreamRow> {
-        let name = name.to_owned();
-        self.run("register_stream", move |db| {
-            db.write(|tx| spool::register_stream(tx, &name))
-        })
-        .await
-    }
-
-    async fn register_destination(
-        &self,
-        stream: &str,
-        destination: &str,
-        kind: &str,
-        enabled: bool,
-    ) -> StoreResult<DestinationRow> {
-        let (s, d, k) = (stream.to_owned(), destination.to_owned(), kind.to_owned());
-        self.run("register_destination", move |db| {
-            db.write(|tx| destinations::register(tx, &s, &d, &k, enabled))
-        })
-        .await
-    }
-
+impl SpoolRead for SqliteStore {
     async fn streams(&self) -> StoreResult<Vec<StreamRow>> {
         self.run("streams", |db| db.read(|tx| spool::streams(tx)))
             .await
@@ -68,29 +49,6 @@ impl StateStore for SqliteStore {
         let s = stream.to_owned();
         self.run("cursor", move |db| db.read(|tx| spool::cursor(tx, &s)))
             .await
-    }
-
-    async fn stage(
-        &self,
-        stream: &str,
-        batches: Vec<NewBatch>,
-        cursor: Option<String>,
-        request_key: Option<RequestKey<'_>>,
-    ) -> StoreResult<StageOutcome> {
-        let s = stream.to_owned();
-        let key = request_key.map(|k| (k.key.to_owned(), k.digest.to_owned()));
-        self.run("stage", move |db| {
-            let key = key.as_ref().map(|(key, digest)| RequestKey { key, digest });
-            db.write(|tx| spool::stage(tx, &s, &batches, cursor.as_deref(), key))
-        })
-        .await
-    }
-
-    async fn expire_request_keys(&self, before: chrono::DateTime<chrono::Utc>) -> StoreResult<u64> {
-        self.run("expire_request_keys", move |db| {
-            db.write(|tx| spool::expire_request_keys(tx, before))
-        })
-        .await
     }
 
     async fn next_batch(&self, stream: &str, after: u64) -> StoreResult<Option<Batch>> {
@@ -118,7 +76,50 @@ impl StateStore for SqliteStore {
         })
         .await
     }
+}
 
+#[async_trait]
+impl SpoolWrite for SqliteStore {
+    async fn register_stream(&self, name: &str) -> StoreResult<StreamRow> {
+        let name = name.to_owned();
+        self.run("register_stream", move |db| {
+            db.write(|tx| spool::register_stream(tx, &name))
+        })
+        .await
+    }
+
+    async fn stage(
+        &self,
+        stream: &str,
+        batches: Vec<NewBatch>,
+        cursor: Option<String>,
+        request_key: Option<RequestKey<'_>>,
+    ) -> StoreResult<StageOutcome> {
+        let s = stream.to_owned();
+        let key = request_key.map(|k| (k.key.to_owned(), k.digest.to_owned()));
+        self.run("stage", move |db| {
+            let key = key.as_ref().map(|(key, digest)| RequestKey { key, digest });
+            db.write(|tx| spool::stage(tx, &s, &batches, cursor.as_deref(), key))
+        })
+        .await
+    }
+
+    async fn expire_request_keys(&self, before: chrono::DateTime<chrono::Utc>) -> StoreResult<u64> {
+        self.run("expire_request_keys", move |db| {
+            db.write(|tx| spool::expire_request_keys(tx, before))
+        })
+        .await
+    }
+
+    async fn gc(&self, stream: &str) -> StoreResult<u64> {
+        let s = stream.to_owned();
+        self.run("gc", move |db| db.write(|tx| spool::gc(tx, &s)))
+            .await
+    }
+}
+
+#[async_trait]
+impl MarksRead for SqliteStore {
     async fn destination(&self, stream: &str, destination: &str) -> StoreResult<DestinationRow> {
         let (s, d) = (stream.to_owned(), destination.to_owned());
         self.run("destination", move |db| {
@@ -131,6 +132,35 @@ impl StateStore for SqliteStore {
         let s = stream.to_owned();
         self.run("destinations", move |db| {
             db.read(|tx| destinations::list(tx, &s))
+        })
+        .await
+    }
+
+    async fn skipped_ranges(
+        &self,
+        stream: &str,
+        destination: &str,
+    ) -> StoreResult<Vec<SkippedRange>> {
+        let (s, d) = (stream.to_owned(), destination.to_owned());
+        self.run("skipped_ranges", move |db| {
+            db.read(|tx| destinations::skipped_ranges(tx, &s, &d))
+        })
+        .await
+    }
+}
+
+#[async_trait]
+impl MarksWrite for SqliteStore {
+    async fn register_destination(
+        &self,
+        stream: &str,
+        destination: &str,
+        kind: &str,
+        enabled: bool,
+    ) -> StoreResult<DestinationRow> {
+        let (s, d, k) = (stream.to_owned(), destination.to_owned(), kind.to_owned());
+        self.run("register_destination", move |db| {
+            db.write(|tx| destinations::register(tx, &s, &d, &k, enabled))
         })
         .await
     }
@@ -190,13 +220,56 @@ impl StateStore for SqliteStore {
         })
         .await
     }
+}
 
-    async fn gc(&self, stream: &str) -> StoreResult<u64> {
-        let s = stream.to_owned();
-        self.run("gc", move |db| db.write(|tx| spool::gc(tx, &s)))
-            .await
+#[async_trait]
+impl DeadLettersRead for SqliteStore {
+    async fn dead_letters(
+        &self,
+        stream: &str,
+        destination: &str,
+        state: Option<DeadLetterState>,
+    ) -> StoreResult<Vec<DeadLetterRow>> {
+        let (s, d) = (stream.to_owned(), destination.to_owned());
+        self.run("dead_letters", move |db| {
+            db.read(|tx| dead_letters::list(tx, &s, &d, state))
+        })
+        .await
     }
 
+    async fn dead_letter_get(&self, id: i64) -> StoreResult<(DeadLetterRow, Batch)> {
+        self.run("dead_letter_get", move |db| {
+            decode_dead_letter(db.read(|tx| dead_letters::get(tx, id))?)
+        })
+        .await
+    }
+
+    async fn next_replay(
+        &self,
+        stream: &str,
+        destination: &str,
+    ) -> StoreResult<Option<(DeadLetterRow, Batch)>> {
+        let (s, d) = (stream.to_owned(), destination.to_owned());
+        self.run("next_replay", move |db| {
+            let Some((row, bytes)) = db.read(|tx| dead_letters::next_replay(tx, &s, &d))? else {
+                return Ok(None);
+            };
+            let (id, seq) = (row.id, row.seq);
+            decode_dead_letter((row, bytes))
+                .map(Some)
+                .map_err(|e| match e {
+                    StoreError::Payload { source, .. } => {
+                        StoreError::ReplayPayload { id, seq, source }
+                    }
+                    other => other,
+                })
+        })
+        .await
+    }
+}
+
+#[async_trait]
+impl DeadLettersWrite for SqliteStore {
     async fn dead_letter(
         &self,
         destination: &str,
@@ -250,26 +323,6 @@ impl StateStore for SqliteStore {
         .await
     }
 
-    async fn dead_letters(
-        &self,
-        stream: &str,
-        destination: &str,
-        state: Option<DeadLetterState>,
-    ) -> StoreResult<Vec<DeadLetterRow>> {
-        let (s, d) = (stream.to_owned(), destination.to_owned());
-        self.run("dead_letters", move |db| {
-            db.read(|tx| dead_letters::list(tx, &s, &d, state))
-        })
-        .await
-    }
-
-    async fn dead_letter_get(&self, id: i64) -> StoreResult<(DeadLetterRow, Batch)> {
-        self.run("dead_letter_get", move |db| {
-            decode_dead_letter(db.read(|tx| dead_letters::get(tx, id))?)
-        })
-        .await
-    }
-
     async fn request_replay(
         &self,
         stream: &str,
@@ -280,29 +333,6 @@ impl StateStore for SqliteStore {
         let (s, d, a) = (stream.to_owned(), destination.to_owned(), actor.to_owned());
         self.run("request_replay", move |db| {
             db.write(|tx| dead_letters::request_replay(tx, &s, &d, id, &a))
-        })
-        .await
-    }
-
-    async fn next_replay(
-        &self,
-        stream: &str,
-        destination: &str,
-    ) -> StoreResult<Option<(DeadLetterRow, Batch)>> {
-        let (s, d) = (stream.to_owned(), destination.to_owned());
-        self.run("next_replay", move |db| {
-            let Some((row, bytes)) = db.read(|tx| dead_letters::next_replay(tx, &s, &d))? else {
-                return Ok(None);
-            };
-            let (id, seq) = (row.id, row.seq);
-            decode_dead_letter((row, bytes))
-                .map(Some)
-                .map_err(|e| match e {
-                    StoreError::Payload { source, .. } => {
-                        StoreError::ReplayPayload { id, seq, source }
-                    }
-                    other => other,
-                })
         })
         .await
     }
@@ -331,14 +361,10 @@ impl StateStore for SqliteStore {
         })
         .await
     }
+}
 
-    async fn record_audit(&self, entry: NewAudit) -> StoreResult<i64> {
-        self.run("record_audit", move |db| {
-            db.write(|tx| dead_letters::insert_audit(tx, &entry))
-        })
-        .await
-    }
-
+#[async_trait]
+impl AuditRead for SqliteStore {
     async fn audit_log(&self, stream: Option<&str>, limit: u32) -> StoreResult<Vec<AuditEntry>> {
         let s = stream.map(str::to_owned);
         self.run("audit_log", move |db| {
@@ -346,15 +372,13 @@ impl StateStore for SqliteStore {
         })
         .await
     }
+}
 
-    async fn skipped_ranges(
-        &self,
-        stream: &str,
-        destination: &str,
-    ) -> StoreResult<Vec<SkippedRange>> {
-        let (s, d) = (stream.to_owned(), destination.to_owned());
-        self.run("skipped_ranges", move |db| {
-            db.read(|tx| destinations::skipped_ranges(tx, &s, &d))
+#[async_trait]
+impl AuditWrite for SqliteStore {
+    async fn record_audit(&self, entry: NewAudit) -> StoreResult<i64> {
+        self.run("record_audit", move |db| {
+            db.write(|tx| dead_letters::insert_audit(tx, &entry))
         })
         .await
     }

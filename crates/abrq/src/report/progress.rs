@@ -47,12 +47,12 @@ fn totals(engine: &Engine) -> (u64, u64) {
     let mut staged = 0;
     let mut delivered = 0;
     for s in engine.streams() {
-        staged += m.records_staged.with_label_values(&[&s.name]).get();
+        staged += m.records_staged.with_label_values(&[s.name()]).get();
         delivered += s
-            .destinations
+            .destinations()
             .iter()
             .filter(|d| d.switches().enabled)
-            .map(|d| m.delivered_records.with_label_values(&d.labels.d()).get())
+            .map(|d| m.delivered_records.with_label_values(&d.labels().d()).get())
             .min()
             .unwrap_or(0);
     }

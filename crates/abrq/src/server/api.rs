@@ -148,7 +148,7 @@ pub async fn audit(
     }
     let entries = st
         .engine
-        .store
+        .store()
         .audit_log(q.stream.as_deref(), limit)
         .await?;
     Ok(Json(json!({ "entries": entries })))

@@ -32,7 +32,7 @@ pub async fn list(
         })?),
     };
     st.engine.locate_checked(&s, &d)?;
-    let rows = st.engine.store.dead_letters(&s, &d, state).await?;
+    let rows = st.engine.store().dead_letters(&s, &d, state).await?;
     Ok(Json(json!({ "dead_letters": rows })))
 }
 
@@ -40,7 +40,7 @@ pub async fn show(
     State(st): State<AppState>,
     ApiPath((s, d, id)): ApiPath<(String, String, i64)>,
 ) -> ApiResult<Json<Value>> {
-    let (row, batch) = st.engine.store.dead_letter_get(id).await?;
+    let (row, batch) = st.engine.store().dead_letter_get(id).await?;
     if row.stream != s || row.destination != d {
         return Err(ApiError::new(
             StatusCode::NOT_FOUND,

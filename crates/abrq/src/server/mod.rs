@@ -218,7 +218,7 @@ async fn metrics(State(st): State<AppState>) -> impl IntoResponse {
 /// Ready when the state store answers and no supervised task is failing;
 /// otherwise 503 naming every failing task, its error and since when.
 async fn readyz(State(st): State<AppState>) -> Response {
-    if let Err(e) = st.engine.store.streams().await {
+    if let Err(e) = st.engine.store().streams().await {
         return (StatusCode::SERVICE_UNAVAILABLE, format!("state store: {e}")).into_response();
     }
     let failing = st.engine.failing_tasks();
