@@ -15,7 +15,7 @@ use sqlx::mysql::{MySqlConnectOptions, MySqlSslMode};
 use sqlx::postgres::{PgConnectOptions, PgSslMode};
 
 use super::types::Dialect;
-use crate::config::{invalid, Connection};
+use crate::keys::{invalid, Connection};
 
 pub const CONNECTION: Connection = Connection {
     host: Some("server"),
