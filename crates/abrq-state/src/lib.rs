@@ -1,7 +1,9 @@
 //! The state store behind one trait, so the embedded SQLite backend and a
 //! PostgreSQL backend (for scale-out) are interchangeable. `conformance`
-//! holds the one test suite every backend must pass.
+//! (feature `conformance`, on for this crate's tests) holds the one test
+//! suite every backend must pass.
 
+#[cfg(feature = "conformance")]
 pub mod conformance;
 pub mod lease;
 pub mod payload;
