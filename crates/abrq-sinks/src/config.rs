@@ -114,7 +114,10 @@ mod tests {
         ] {
             let cfg = Config::destination("d", lines).unwrap();
             let e = object_settings("orders", &cfg).unwrap_err();
-            assert!(e.contains("streams.destinations.engine: writes no objects"), "{e}");
+            assert!(
+                e.contains("streams.destinations.engine: writes no objects"),
+                "{e}"
+            );
         }
     }
 
