@@ -19,18 +19,25 @@ use crate::local::{self, LocalSettings};
 use crate::object::ObjectOptions;
 use crate::relational::{self, RelationalSettings};
 
+/// Builds the destination of a stream (the first argument), validated,
+/// without I/O.
+pub type Build = fn(&str, &DestinationConfig) -> Result<Arc<dyn Destination>, BuildError>;
+
+/// Checks an engine's keys for a stream, without I/O.
+pub type Check = fn(&str, &DestinationConfig) -> Result<(), String>;
+
+/// Reads an object or file engine's object keys, as its config does.
+pub type ObjectKeys = fn(&DestinationConfig) -> Result<ObjectOptions, String>;
+
 /// What one engine (or a pair sharing a folder: ftp and ftps, postgres
 /// and mysql) brings.
 pub struct Engine {
-    /// The destination for a stream, validated, without I/O.
-    pub build: fn(&str, &DestinationConfig) -> Result<Arc<dyn Destination>, BuildError>,
-    /// The engine's keys checked, without I/O.
-    pub check: fn(&str, &DestinationConfig) -> Result<(), String>,
+    pub build: Build,
+    pub check: Check,
     /// What the engine takes the five connection fields to mean.
     pub connection: Connection,
-    /// An object or file engine's object keys, as its config reads them;
     /// `None` for an engine that writes no objects.
-    pub object: Option<fn(&DestinationConfig) -> Result<ObjectOptions, String>>,
+    pub object: Option<ObjectKeys>,
 }
 
 /// The entry of `engine`.
