@@ -21,7 +21,7 @@ use std::time::Instant;
 use abrq_core::config::{Config, DestinationConfig};
 use abrq_core::Batch;
 use abrq_sinks::object::encode::GZIP_LEVEL;
-use abrq_sinks::object::{naming, ObjectSettings, ObjectTransport};
+use abrq_sinks::object::{naming, ObjectTransport};
 use abrq_testkit::{names, Azure, Gcs, Proxy, S3};
 use anyhow::Context;
 use flate2::write::GzEncoder;
@@ -261,7 +261,7 @@ async fn through_destination(
     let secs = start.elapsed().as_secs_f64();
     // the emulators keep everything in memory: remove what was written
     let t = (engine.transport)(cfg)?;
-    let s = ObjectSettings::from_config("bench", cfg).map_err(anyhow::Error::msg)?;
+    let s = abrq_sinks::object_settings("bench", cfg).map_err(anyhow::Error::msg)?;
     for b in batches {
         let key = naming::object_key(&s.prefix, s.date_partitioning, s.format, &b.meta);
         let _ = t.delete(&key.map_err(describe)?).await;

@@ -3,21 +3,15 @@
 //! `cloud/s3/config.rs`, ..., `relational/config.rs`): the five connection
 //! fields as that engine understands them, and the keys only it has
 //! (`#[serde(deny_unknown_fields)]`, so a key of another engine is an error
-//! naming the key, the engine and the line). [`validate`] runs them all
-//! when the binary loads a config; `build` runs them again for the one
-//! destination it builds.
+//! naming the key, the engine and the line). [`validate`] runs them all,
+//! through the registry (`registry.rs`), when the binary loads a config;
+//! `build` runs them again for the one destination it builds.
 
-use std::fmt;
+use abrq_core::config::{Config, DestinationConfig, Secret, Text};
 
-use abrq_core::config::{Config, DestinationConfig, DestinationEngine, Secret, Text};
-
-use crate::cloud::azure::AzureSettings;
-use crate::cloud::gcs::GcsSettings;
-use crate::cloud::s3::S3Settings;
-use crate::kafka::KafkaSettings;
-use crate::local::LocalSettings;
+use crate::keys::invalid;
 use crate::object::ObjectSettings;
-use crate::relational::RelationalSettings;
+use crate::registry::entry;
 
 /// Checks every destination of every stream.
 pub fn validate(config: &Config) -> Result<(), String> {
@@ -32,61 +26,15 @@ pub fn validate(config: &Config) -> Result<(), String> {
 
 /// Checks one destination of `stream`.
 pub fn check(stream: &str, cfg: &DestinationConfig) -> Result<(), String> {
-    match cfg.engine {
-        DestinationEngine::Local => LocalSettings::from_config(cfg).map(drop),
-        DestinationEngine::S3 => S3Settings::from_config(cfg).map(drop),
-        DestinationEngine::AzureBlob => AzureSettings::from_config(cfg).map(drop),
-        DestinationEngine::Gcs => GcsSettings::from_config(cfg).map(drop),
-        DestinationEngine::Ftp | DestinationEngine::Ftps => {
-            crate::ftp::config::settings(cfg).map(drop)
-        }
-        DestinationEngine::Kafka => KafkaSettings::from_config(stream, cfg).map(drop),
-        DestinationEngine::Postgres | DestinationEngine::Mysql => {
-            RelationalSettings::from_config(stream, cfg).map(drop)
-        }
-    }
+    (entry(cfg.engine).check)(stream, cfg)
 }
 
 /// The object settings of an object or file engine's destination.
 pub fn object_settings(stream: &str, cfg: &DestinationConfig) -> Result<ObjectSettings, String> {
-    let object = match cfg.engine {
-        DestinationEngine::Local => LocalSettings::from_config(cfg)?.object,
-        DestinationEngine::S3 => S3Settings::from_config(cfg)?.object,
-        DestinationEngine::AzureBlob => AzureSettings::from_config(cfg)?.object,
-        DestinationEngine::Gcs => GcsSettings::from_config(cfg)?.object,
-        DestinationEngine::Ftp | DestinationEngine::Ftps => crate::ftp::config::settings(cfg)?.1,
-        DestinationEngine::Kafka | DestinationEngine::Postgres | DestinationEngine::Mysql => {
-            return Err(invalid(cfg, "engine", "writes no objects"))
-        }
+    let Some(object) = entry(cfg.engine).object else {
+        return Err(invalid(cfg, "engine", "writes no objects"));
     };
-    Ok(object.settings(stream, cfg))
-}
-
-/// What an engine takes each of the five connection fields to mean, as
-/// README's table says; `None` where it does not use the field.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Connection {
-    pub host: Option<&'static str>,
-    pub port: Option<&'static str>,
-    pub database: Option<&'static str>,
-    pub username: Option<&'static str>,
-    pub password: Option<&'static str>,
-}
-
-impl Connection {
-    pub fn of(engine: DestinationEngine) -> Connection {
-        match engine {
-            DestinationEngine::Local => crate::local::config::CONNECTION,
-            DestinationEngine::S3 => crate::cloud::s3::config::CONNECTION,
-            DestinationEngine::AzureBlob => crate::cloud::azure::config::CONNECTION,
-            DestinationEngine::Gcs => crate::cloud::gcs::config::CONNECTION,
-            DestinationEngine::Ftp | DestinationEngine::Ftps => crate::ftp::config::CONNECTION,
-            DestinationEngine::Kafka => crate::kafka::config::CONNECTION,
-            DestinationEngine::Postgres | DestinationEngine::Mysql => {
-                crate::relational::config::CONNECTION
-            }
-        }
-    }
+    Ok(object(cfg)?.settings(stream, cfg))
 }
 
 /// What `cfg`'s connection fields were taken to mean, field by field
@@ -94,7 +42,7 @@ impl Connection {
 /// engine does not use is said to be unused when set, and left out when
 /// not.
 pub fn describe_connection(cfg: &DestinationConfig) -> Vec<String> {
-    let meaning = Connection::of(cfg.engine);
+    let meaning = entry(cfg.engine).connection;
     let text = |t: &Option<Text>| t.as_ref().map(|t| format!("{:?}", t.as_str()));
     let fields = [
         ("host", meaning.host, text(&cfg.host)),
@@ -119,56 +67,6 @@ pub fn describe_connection(cfg: &DestinationConfig) -> Vec<String> {
             (None, None) => None,
         })
         .collect()
-}
-
-/// A rule of `cfg`'s engine broken, named like every config error.
-pub(crate) fn invalid(cfg: &DestinationConfig, key: &str, message: impl fmt::Display) -> String {
-    format!(
-        "line {}: streams.destinations.{key}: {message} (engine {:?}, destination {:?})",
-        cfg.line,
-        cfg.engine.as_str(),
-        cfg.name.as_str()
-    )
-}
-
-/// A connection field, trimmed; None when unset or empty.
-pub(crate) fn text(v: &Option<Text>) -> Option<&str> {
-    v.as_ref()
-        .map(|t| t.as_str().trim())
-        .filter(|s| !s.is_empty())
-}
-
-/// A connection field the engine cannot do without.
-pub(crate) fn required<'a>(
-    cfg: &DestinationConfig,
-    key: &str,
-    v: &'a Option<Text>,
-) -> Result<&'a str, String> {
-    text(v).ok_or_else(|| {
-        let what = Connection::of(cfg.engine)
-            .meaning(key)
-            .map(|m| format!(": {key} (the {m}) is empty or unset"))
-            .unwrap_or_default();
-        format!(
-            "line {}: streams.destinations.{key} is required for engine {:?} (destination {:?}){what}",
-            cfg.line,
-            cfg.engine.as_str(),
-            cfg.name.as_str()
-        )
-    })
-}
-
-impl Connection {
-    fn meaning(&self, key: &str) -> Option<&'static str> {
-        match key {
-            "host" => self.host,
-            "port" => self.port,
-            "database" => self.database,
-            "username" => self.username,
-            "password" => self.password,
-            _ => None,
-        }
-    }
 }
 
 #[cfg(test)]
@@ -206,6 +104,21 @@ mod tests {
                 .unwrap()
                 .manifest
         );
+    }
+
+    #[test]
+    fn an_engine_without_objects_has_no_object_settings() {
+        for lines in [
+            "engine = \"kafka\"\nhost = \"k\"\ndatabase = \"t\"",
+            "engine = \"postgres\"\ntable = \"t\"",
+        ] {
+            let cfg = Config::destination("d", lines).unwrap();
+            let e = object_settings("orders", &cfg).unwrap_err();
+            assert!(
+                e.contains("streams.destinations.engine: writes no objects"),
+                "{e}"
+            );
+        }
     }
 
     #[test]

@@ -9,51 +9,26 @@ pub mod config;
 pub mod failure;
 pub mod ftp;
 pub mod kafka;
+pub mod keys;
 pub mod local;
 pub mod object;
+pub mod registry;
 pub mod relational;
 
 use std::sync::Arc;
 
-use abrq_core::config::{DestinationConfig, DestinationEngine};
+use abrq_core::config::DestinationConfig;
 use abrq_core::Destination;
 
-pub use config::{check, describe_connection, validate};
+pub use config::{check, describe_connection, object_settings, validate};
+pub use keys::{BuildError, Connection};
 pub use local::LocalTransport;
 pub use object::{ObjectDestination, ObjectSettings, ObjectTransport};
 
-/// Why a destination could not be built from its config.
-#[derive(Debug, thiserror::Error)]
-pub enum BuildError {
-    #[error("destination {destination:?}: {message}")]
-    Invalid {
-        destination: String,
-        message: String,
-    },
-}
-
-impl BuildError {
-    pub(crate) fn invalid(cfg: &DestinationConfig, message: impl Into<String>) -> Self {
-        BuildError::Invalid {
-            destination: cfg.name.as_str().to_string(),
-            message: message.into(),
-        }
-    }
-}
-
-/// Builds the destination `cfg` describes, for the stream named `stream`.
+/// Builds the destination `cfg` describes, for the stream named `stream`,
+/// with its engine's entry in the registry.
 pub fn build(stream: &str, cfg: &DestinationConfig) -> Result<Arc<dyn Destination>, BuildError> {
-    // Exhaustive on purpose: a new engine in the config model must be
-    // wired up (or refused) here before the workspace compiles.
-    match cfg.engine {
-        DestinationEngine::Local => local::build(stream, cfg),
-        DestinationEngine::Ftp | DestinationEngine::Ftps => ftp::build(stream, cfg),
-        DestinationEngine::S3 => cloud::s3::build(stream, cfg),
-        DestinationEngine::AzureBlob => cloud::azure::build(stream, cfg),
-        DestinationEngine::Gcs => cloud::gcs::build(stream, cfg),
-        DestinationEngine::Postgres | DestinationEngine::Mysql => relational::build(stream, cfg),
-        DestinationEngine::Kafka => kafka::build(stream, cfg),
-    }
+    (registry::entry(cfg.engine).build)(stream, cfg)
 }
 
 #[cfg(test)]

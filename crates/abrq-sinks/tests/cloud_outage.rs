@@ -14,9 +14,7 @@ use std::time::{Duration, Instant};
 use abrq_core::config::Text;
 use abrq_sinks::cloud;
 use abrq_sinks::object::encode::encode;
-use abrq_sinks::object::{
-    naming, Manifest, ObjectDestination, ObjectFormat, ObjectSettings, ObjectTransport,
-};
+use abrq_sinks::object::{naming, Manifest, ObjectDestination, ObjectFormat, ObjectTransport};
 use abrq_testkit::Proxy;
 use futures::TryStreamExt;
 use object_store::{path::Path, ObjectStore};
@@ -98,7 +96,7 @@ async fn an_outage_is_transient_and_every_batch_lands_once() {
     let t = cloud::s3::transport(&direct_cfg).unwrap();
     let look = ObjectDestination::new(
         t.clone(),
-        ObjectSettings::from_config("orders", &direct_cfg).unwrap(),
+        abrq_sinks::object_settings("orders", &direct_cfg).unwrap(),
     );
     let mut expected = BTreeSet::new();
     for seq in 1..=BATCHES {

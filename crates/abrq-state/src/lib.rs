@@ -1,8 +1,10 @@
 //! The state store behind a few traits (`store`: a read and a write half
 //! of each part), so the embedded SQLite backend and a PostgreSQL backend
-//! (for scale-out) are interchangeable. `conformance` holds the one test
+//! (for scale-out) are interchangeable. `conformance` (feature
+//! `conformance`, on for this crate's tests) holds the one test
 //! suite every backend must pass.
 
+#[cfg(feature = "conformance")]
 pub mod conformance;
 pub mod lease;
 pub mod payload;

@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use abrq_core::config::DestinationConfig;
 
-use crate::config::{invalid, text};
+use crate::keys::{invalid, text};
 
 /// Makes ring the process's TLS crypto provider, once. The cloud clients
 /// (object_store's and gcloud's HTTP client) are built without one of

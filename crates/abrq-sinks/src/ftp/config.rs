@@ -13,7 +13,7 @@ use std::time::Duration;
 use abrq_core::config::{DestinationConfig, DestinationEngine, Secret, Text};
 use serde::Deserialize;
 
-use crate::config::{invalid, required, text, Connection};
+use crate::keys::{invalid, text, Connection};
 use crate::object::ObjectOptions;
 
 pub const CONNECTION: Connection = Connection {
@@ -64,7 +64,7 @@ pub fn settings(cfg: &DestinationConfig) -> Result<(FtpSettings, ObjectOptions),
     };
     let (mut object, own): (ObjectOptions, FtpOptions) = cfg.options.parse_split()?;
     object.manifest.get_or_insert(true);
-    let host = required(cfg, "host", &cfg.host)?.to_string();
+    let host = CONNECTION.required(cfg, "host", &cfg.host)?.to_string();
     if host.contains('/') {
         return Err(invalid(
             cfg,
@@ -80,7 +80,7 @@ pub fn settings(cfg: &DestinationConfig) -> Result<(FtpSettings, ObjectOptions),
     let trimmed = base_dir.trim_end_matches('/');
     let base_dir = match (trimmed.is_empty(), base_dir.starts_with('/')) {
         (true, true) => "/".to_string(),
-        (true, false) => return Err(required(cfg, "database", &None).unwrap_err()),
+        (true, false) => return Err(CONNECTION.required(cfg, "database", &None).unwrap_err()),
         (false, _) => trimmed.to_string(),
     };
     if base_dir.split('/').any(|p| p == "..") {

@@ -102,7 +102,7 @@ async fn built_from_config_with_manifest_on_by_default() {
         assert_eq!((report.ignored_truncates, report.ignored_schemas), (2, 2));
         // read it back through a transport of the same config
         let t = transport(&cfg);
-        let settings = crate::object::ObjectSettings::from_config("orders", &cfg).unwrap();
+        let settings = object_settings(&cfg);
         let format = settings.format;
         let od = ObjectDestination::new(t.clone(), settings);
         let key = od.object_key(&batch).unwrap();
@@ -181,10 +181,7 @@ async fn nothing_listening_is_transient() {
         .unwrap()
         .port();
     let cfg = config("ftp", "127.0.0.1", port, "d", "");
-    let dest = ObjectDestination::new(
-        transport(&cfg),
-        crate::object::ObjectSettings::from_config("orders", &cfg).unwrap(),
-    );
+    let dest = ObjectDestination::new(transport(&cfg), object_settings(&cfg));
     let e = dest.deliver(&sample_batch(1)).await.unwrap_err();
     assert!(e.is_transient());
     assert!(e.describe().contains("refused"), "{}", e.describe());
@@ -197,6 +194,12 @@ fn build_refuses_a_prefix_that_leaves_the_base_directory() {
     assert!(e.contains("prefix"), "{e}");
     let cfg = config("ftps", "h", 21, "d", "prefix = \"/a/b/\"\nformat = \"csv\"");
     assert!(crate::build("orders", &cfg).is_ok());
-    let settings = crate::object::ObjectSettings::from_config("orders", &cfg).unwrap();
+    let settings = object_settings(&cfg);
     assert_eq!(crate::object::ObjectFormat::Csv, settings.format);
+}
+
+/// The object settings `cfg` gives destinations of stream "orders".
+fn object_settings(cfg: &DestinationConfig) -> crate::object::ObjectSettings {
+    let (_, object) = super::config::settings(cfg).unwrap();
+    object.settings("orders", cfg)
 }

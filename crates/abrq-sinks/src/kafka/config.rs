@@ -13,7 +13,7 @@ use rdkafka::ClientConfig;
 use serde::Deserialize;
 
 use super::topic::Topic;
-use crate::config::{invalid, required, text, Connection};
+use crate::keys::{invalid, text, Connection};
 
 pub const CONNECTION: Connection = Connection {
     host: Some("bootstrap servers"),
@@ -75,9 +75,9 @@ pub struct KafkaSettings {
 impl KafkaSettings {
     pub fn from_config(stream: &str, cfg: &DestinationConfig) -> Result<Self, String> {
         let own: KafkaOptions = cfg.options.parse()?;
-        let hosts = required(cfg, "host", &cfg.host)?;
+        let hosts = CONNECTION.required(cfg, "host", &cfg.host)?;
         let brokers = bootstrap(hosts, cfg.port).map_err(|e| invalid(cfg, "host", e))?;
-        let topic = required(cfg, "database", &cfg.database)?;
+        let topic = CONNECTION.required(cfg, "database", &cfg.database)?;
         let topic = Topic::parse(topic).map_err(|why| invalid(cfg, "database", why))?;
         let username = text(&cfg.username).map(str::to_string);
         let password = cfg.password.clone().filter(|p| !p.is_empty());

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use abrq_core::config::DestinationConfig;
 
 use super::transport::relative_path;
-use crate::config::{required, Connection};
+use crate::keys::Connection;
 use crate::object::ObjectOptions;
 
 pub const CONNECTION: Connection = Connection {
@@ -28,7 +28,7 @@ pub struct LocalSettings {
 impl LocalSettings {
     pub fn from_config(cfg: &DestinationConfig) -> Result<LocalSettings, String> {
         let object: ObjectOptions = cfg.options.parse()?;
-        let root = required(cfg, "database", &cfg.database)?;
+        let root = CONNECTION.required(cfg, "database", &cfg.database)?;
         object.check_prefix(cfg, |p| relative_path(p).is_some())?;
         Ok(LocalSettings {
             root: PathBuf::from(root),

@@ -13,8 +13,8 @@ use std::sync::Arc;
 use abrq_core::config::DestinationConfig;
 use abrq_core::Destination;
 
+use crate::keys::BuildError;
 use crate::object::ObjectDestination;
-use crate::BuildError;
 
 pub use config::LocalSettings;
 pub use transport::LocalTransport;

@@ -78,7 +78,7 @@ impl ObjectOptions {
         if prefix.is_empty() || safe(prefix) {
             return Ok(());
         }
-        Err(crate::config::invalid(
+        Err(crate::keys::invalid(
             cfg,
             "prefix",
             format!(
@@ -98,13 +98,5 @@ impl ObjectOptions {
             date_partitioning: self.date_partitioning,
             manifest: self.manifest.unwrap_or(false),
         }
-    }
-}
-
-impl ObjectSettings {
-    /// The object settings of any object or file engine's destination,
-    /// read by its engine's config.
-    pub fn from_config(stream: &str, cfg: &DestinationConfig) -> Result<Self, String> {
-        crate::config::object_settings(stream, cfg)
     }
 }

@@ -9,13 +9,14 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use abrq_core::config::{DestinationConfig, DestinationEngine, Secret, Text};
+use abrq_core::config::{DestinationConfig, DestinationEngine, Text};
+use abrq_endpoint::Endpoint;
 use serde::Deserialize;
-use sqlx::mysql::{MySqlConnectOptions, MySqlSslMode};
-use sqlx::postgres::{PgConnectOptions, PgSslMode};
+use sqlx::mysql::MySqlConnectOptions;
+use sqlx::postgres::PgConnectOptions;
 
 use super::types::Dialect;
-use crate::config::{invalid, Connection};
+use crate::keys::{invalid, Connection};
 
 pub const CONNECTION: Connection = Connection {
     host: Some("server"),
@@ -95,7 +96,7 @@ struct RelationalOptions {
 }
 
 /// Everything a postgres or mysql destination needs, checked. `Debug`
-/// shows the password as `***` (it is a [`Secret`]).
+/// shows the password as `***` (it is a `Secret`).
 #[derive(Debug, Clone)]
 pub struct RelationalSettings {
     pub dialect: Dialect,
@@ -103,11 +104,9 @@ pub struct RelationalSettings {
     pub stream: String,
     /// The destination's name in config.
     pub destination: String,
-    pub host: String,
-    pub port: u16,
-    pub database: Option<String>,
-    pub username: Option<String>,
-    pub password: Option<Secret>,
+    /// The server (127.0.0.1), its port (5432, 3306), the database, the
+    /// login and TLS.
+    pub endpoint: Endpoint,
     pub table: String,
     /// PostgreSQL: the schema (default: the connection's current schema).
     /// MySQL: the database the table is in (default: `database`).
@@ -118,8 +117,6 @@ pub struct RelationalSettings {
     /// The primary key abrq gives a table it creates (`primary_key`); an
     /// existing table's own primary key is always what upserts match on.
     pub key: Vec<String>,
-    pub tls: bool,
-    pub tls_ca_file: Option<PathBuf>,
     /// How long to wait for a connection before the attempt fails.
     pub connect_timeout: Duration,
 }
@@ -196,92 +193,41 @@ impl RelationalSettings {
             dialect,
             stream: stream.to_string(),
             destination: cfg.name.as_str().to_string(),
-            host: text(&cfg.host).unwrap_or_else(|| "127.0.0.1".into()),
-            port: cfg.port.unwrap_or(match dialect {
-                Dialect::Postgres => 5432,
-                Dialect::Mysql => 3306,
-            }),
-            database,
-            username: text(&cfg.username),
-            password: cfg.password.clone().filter(|p| !p.is_empty()),
+            endpoint: Endpoint {
+                host: text(&cfg.host).unwrap_or_else(|| "127.0.0.1".into()),
+                port: cfg.port.unwrap_or(match dialect {
+                    Dialect::Postgres => 5432,
+                    Dialect::Mysql => 3306,
+                }),
+                database,
+                username: text(&cfg.username),
+                password: cfg.password.clone().filter(|p| !p.is_empty()),
+                tls: own.tls,
+                tls_ca_file: own.tls_ca_file.as_ref().map(|p| PathBuf::from(p.as_str())),
+            },
             table,
             schema,
             drift: own.schema_drift,
             truncate: own.truncate,
             mode: own.mode,
             key: own.primary_key.iter().map(|k| k.0.clone()).collect(),
-            tls: own.tls,
-            tls_ca_file: own.tls_ca_file.as_ref().map(|p| PathBuf::from(p.as_str())),
             connect_timeout: Duration::from_secs(10),
         })
     }
 
-    /// TLS is on when asked for or when a private CA is given; then the
-    /// server's certificate and name are verified, never merely accepted.
-    fn tls_on(&self) -> bool {
-        self.tls || self.tls_ca_file.is_some()
-    }
-
+    /// The server's options, the connection named `abrq` on the server.
     pub fn pg_options(&self) -> PgConnectOptions {
-        let mut o = PgConnectOptions::new_without_pgpass()
-            .host(&self.host)
-            .port(self.port)
-            .application_name("abrq")
-            .ssl_mode(if self.tls_on() {
-                PgSslMode::VerifyFull
-            } else {
-                PgSslMode::Disable
-            });
-        if let Some(ca) = &self.tls_ca_file {
-            o = o.ssl_root_cert(ca);
-        }
-        if let Some(u) = &self.username {
-            o = o.username(u);
-        }
-        if let Some(p) = &self.password {
-            o = o.password(p.expose());
-        }
-        if let Some(d) = &self.database {
-            o = o.database(d);
-        }
-        o
+        self.endpoint.postgres("abrq")
     }
 
+    /// The server's options, with the session settings rows are written
+    /// under.
     pub fn mysql_options(&self) -> MySqlConnectOptions {
-        let mut o = MySqlConnectOptions::new()
-            .host(&self.host)
-            .port(self.port)
+        self.endpoint
+            .mysql()
             .charset("utf8mb4")
             // instants are stored as UTC datetimes
             .timezone(Some("+00:00".into()))
-            .ssl_mode(if self.tls_on() {
-                MySqlSslMode::VerifyIdentity
-            } else {
-                MySqlSslMode::Disabled
-            });
-        if let Some(ca) = &self.tls_ca_file {
-            o = o.ssl_ca(ca);
-        }
-        if let Some(u) = &self.username {
-            o = o.username(u);
-        }
-        if let Some(p) = &self.password {
-            o = o.password(p.expose());
-        }
-        if let Some(d) = &self.database {
-            o = o.database(d);
-        }
-        o
-    }
-
-    /// Where the connection goes, for messages (never the password).
-    pub fn endpoint(&self) -> String {
-        format!(
-            "{}:{}/{}",
-            self.host,
-            self.port,
-            self.database.as_deref().unwrap_or("")
-        )
     }
 }
 
@@ -289,6 +235,8 @@ impl RelationalSettings {
 mod tests {
     use super::*;
     use abrq_core::config::Config;
+    use sqlx::mysql::MySqlSslMode;
+    use sqlx::postgres::PgSslMode;
 
     fn dest(engine: &str, extra: &str) -> DestinationConfig {
         Config::destination("db", &format!("engine = \"{engine}\"\n{extra}")).unwrap()
@@ -304,17 +252,20 @@ mod tests {
             ),
         )
         .unwrap();
-        assert_eq!((s.host.as_str(), s.port), ("127.0.0.1", 5432));
+        assert_eq!(
+            (s.endpoint.host.as_str(), s.endpoint.port),
+            ("127.0.0.1", 5432)
+        );
         assert!(!format!("{s:?}").contains("hunter2"));
         assert!(format!("{s:?}").contains("***"));
-        assert!(!s.endpoint().contains("hunter2"));
+        assert!(!s.endpoint.to_string().contains("hunter2"));
         assert!(matches!(s.pg_options().get_ssl_mode(), PgSslMode::Disable));
         let m = RelationalSettings::from_config(
             "orders",
             &dest("mysql", "table = \"t\"\ndatabase = \"d\"\ntls = true"),
         )
         .unwrap();
-        assert_eq!(m.port, 3306);
+        assert_eq!(m.endpoint.port, 3306);
         assert!(matches!(
             m.mysql_options().get_ssl_mode(),
             MySqlSslMode::VerifyIdentity

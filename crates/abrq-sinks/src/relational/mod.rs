@@ -34,7 +34,7 @@ use std::sync::Arc;
 use abrq_core::config::DestinationConfig;
 use abrq_core::Destination;
 
-use crate::BuildError;
+use crate::keys::BuildError;
 
 pub use config::{
     ColumnsPolicy, RelationalSettings, SchemaDrift, TruncatePolicy, TypesPolicy, WriteMode,

@@ -11,6 +11,7 @@
 use std::time::Duration;
 
 use abrq_core::config::{Dur, Secret, SourceConfig, Text};
+use abrq_endpoint::Endpoint;
 use serde::Deserialize;
 
 #[derive(Debug, Clone, Deserialize)]
@@ -196,20 +197,18 @@ impl MysqlSettings {
         })
     }
 
+    /// The server's options; the user is root when none is given.
     pub fn opts(&self) -> mysql_async::Opts {
-        let mut b = mysql_async::OptsBuilder::default()
-            .ip_or_hostname(self.host.clone())
-            .tcp_port(self.port)
-            .db_name(self.database.clone());
-        if let Some(u) = &self.username {
-            b = b.user(Some(u.clone()));
-        } else {
-            b = b.user(Some("root"));
+        Endpoint {
+            host: self.host.clone(),
+            port: self.port,
+            database: self.database.clone(),
+            username: self.username.clone(),
+            password: self.password.clone(),
+            tls: false,
+            tls_ca_file: None,
         }
-        if let Some(p) = &self.password {
-            b = b.pass(Some(p.expose().to_string()));
-        }
-        b.into()
+        .mysql_async()
     }
 
     /// Where the source reads, for messages (never the password).

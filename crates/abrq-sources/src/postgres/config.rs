@@ -12,8 +12,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use abrq_core::config::{Dur, Secret, SourceConfig, Text};
+use abrq_endpoint::Endpoint;
 use serde::Deserialize;
-use sqlx::postgres::{PgConnectOptions, PgSslMode};
+use sqlx::postgres::PgConnectOptions;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -307,32 +308,19 @@ impl PostgresSettings {
         })
     }
 
-    /// TLS is on when asked for or when a private CA is given; then the
-    /// server's certificate and name are verified.
+    /// The server's options (TLS as [`Endpoint::tls_on`] says), the
+    /// connection named `abrq source` on the server.
     pub fn connect_options(&self) -> PgConnectOptions {
-        let tls = self.tls || self.tls_ca_file.is_some();
-        let mut o = PgConnectOptions::new_without_pgpass()
-            .host(&self.host)
-            .port(self.port)
-            .application_name("abrq source")
-            .ssl_mode(if tls {
-                PgSslMode::VerifyFull
-            } else {
-                PgSslMode::Disable
-            });
-        if let Some(ca) = &self.tls_ca_file {
-            o = o.ssl_root_cert(ca);
-        }
-        if let Some(u) = &self.username {
-            o = o.username(u);
-        }
-        if let Some(p) = &self.password {
-            o = o.password(p.expose());
-        }
-        if let Some(d) = &self.database {
-            o = o.database(d);
-        }
-        o
+        let endpoint = Endpoint {
+            host: self.host.clone(),
+            port: self.port,
+            database: self.database.clone(),
+            username: self.username.clone(),
+            password: self.password.clone(),
+            tls: self.tls,
+            tls_ca_file: self.tls_ca_file.clone(),
+        };
+        endpoint.postgres("abrq source")
     }
 
     /// Where the source reads, for messages (never the password).

@@ -18,13 +18,12 @@ mod schema;
 mod spool;
 mod store_impl;
 
-use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use abrq_core::config::StateLocation;
 use anyhow::Context as _;
-use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions};
+use sqlx::postgres::{PgConnection, PgPool, PgPoolOptions};
 
 use crate::store::{StoreError, StoreResult};
 
@@ -64,11 +63,8 @@ impl PostgresStore {
         let fail = |e: anyhow::Error| {
             StoreError::Backend(e.context(format!("opening postgres state {shown}")))
         };
-        let mut options = PgConnectOptions::from_str(url)
+        let options = abrq_endpoint::postgres_url(url, "abrq state")
             .map_err(|e| fail(anyhow::Error::new(e).context("reading the url")))?;
-        if options.get_application_name().is_none() {
-            options = options.application_name("abrq state");
-        }
         // One connection of our own first: the server's answer (refused,
         // no such database, wrong password) at once, where the pool would
         // retry a refused connection for its whole acquire timeout.

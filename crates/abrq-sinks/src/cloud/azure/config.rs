@@ -8,7 +8,7 @@
 
 use abrq_core::config::{DestinationConfig, Secret};
 
-use crate::config::{required, Connection};
+use crate::keys::Connection;
 use crate::object::ObjectOptions;
 
 pub const CONNECTION: Connection = Connection {
@@ -35,8 +35,12 @@ impl AzureSettings {
     pub fn from_config(cfg: &DestinationConfig) -> Result<AzureSettings, String> {
         let object: ObjectOptions = cfg.options.parse()?;
         Ok(AzureSettings {
-            container: required(cfg, "database", &cfg.database)?.to_string(),
-            account: required(cfg, "username", &cfg.username)?.to_string(),
+            container: CONNECTION
+                .required(cfg, "database", &cfg.database)?
+                .to_string(),
+            account: CONNECTION
+                .required(cfg, "username", &cfg.username)?
+                .to_string(),
             key: cfg.password.clone().filter(|p| !p.is_empty()),
             endpoint: super::super::endpoint(cfg)?,
             object,

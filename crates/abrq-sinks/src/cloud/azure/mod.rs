@@ -11,8 +11,8 @@ use object_store::azure::MicrosoftAzureBuilder;
 
 use super::store::http::AnswerConnector;
 use super::store::{client_options, retry_config, StoreTransport};
+use crate::keys::BuildError;
 use crate::object::ObjectDestination;
-use crate::BuildError;
 
 pub use config::AzureSettings;
 

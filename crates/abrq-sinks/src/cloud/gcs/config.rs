@@ -6,7 +6,7 @@
 use abrq_core::config::{DestinationConfig, Secret};
 use gcloud_storage::client::google_cloud_auth::credentials::CredentialsFile;
 
-use crate::config::{invalid, required, Connection};
+use crate::keys::{invalid, Connection};
 use crate::object::ObjectOptions;
 
 pub const CONNECTION: Connection = Connection {
@@ -33,7 +33,9 @@ pub struct GcsSettings {
 impl GcsSettings {
     pub fn from_config(cfg: &DestinationConfig) -> Result<GcsSettings, String> {
         let object: ObjectOptions = cfg.options.parse()?;
-        let bucket = required(cfg, "database", &cfg.database)?.to_string();
+        let bucket = CONNECTION
+            .required(cfg, "database", &cfg.database)?
+            .to_string();
         let endpoint = super::super::endpoint(cfg)?.map_or(GOOGLE_ENDPOINT.into(), |(url, _)| url);
         let key = cfg.password.clone().filter(|p| !p.is_empty());
         if let Some(json) = &key {

@@ -7,7 +7,7 @@
 use abrq_core::config::{DestinationConfig, Secret, Text};
 use serde::Deserialize;
 
-use crate::config::{invalid, required, text, Connection};
+use crate::keys::{invalid, text, Connection};
 use crate::object::ObjectOptions;
 
 pub const CONNECTION: Connection = Connection {
@@ -40,7 +40,9 @@ pub struct S3Settings {
 impl S3Settings {
     pub fn from_config(cfg: &DestinationConfig) -> Result<S3Settings, String> {
         let (object, own): (ObjectOptions, S3Options) = cfg.options.parse_split()?;
-        let bucket = required(cfg, "database", &cfg.database)?.to_string();
+        let bucket = CONNECTION
+            .required(cfg, "database", &cfg.database)?
+            .to_string();
         let secret = cfg.password.clone().filter(|p| !p.is_empty());
         let keys = match (text(&cfg.username), secret) {
             (None, None) => None,

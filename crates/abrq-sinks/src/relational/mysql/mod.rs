@@ -67,7 +67,7 @@ impl MysqlBackend {
         let s = &self.conn.settings;
         s.schema
             .as_deref()
-            .or(s.database.as_deref())
+            .or(s.endpoint.database.as_deref())
             .unwrap_or_default()
     }
 
@@ -202,7 +202,7 @@ impl Backend for MysqlBackend {
     async fn connect(&self) -> Result<String, DbError> {
         // the server's own answer first: the pool would retry a refused
         // connection until its timeout and then say only that
-        let at = self.conn.settings.endpoint();
+        let at = &self.conn.settings.endpoint;
         direct_attempt(self.pool())
             .await
             .map_err(|e| db_error(format!("connect to {at}"), e))?;
@@ -219,7 +219,7 @@ impl Backend for MysqlBackend {
         self.ledger().await?;
         Ok(format!(
             "MySQL {version} at {}",
-            self.conn.settings.endpoint()
+            self.conn.settings.endpoint
         ))
     }
 

@@ -249,7 +249,7 @@ impl Backend for PgBackend {
     async fn connect(&self) -> Result<String, DbError> {
         // the server's own answer first: the pool would retry a refused
         // connection until its timeout and then say only that
-        let at = self.conn.settings.endpoint();
+        let at = &self.conn.settings.endpoint;
         direct_attempt(self.pool())
             .await
             .map_err(|e| db_error(format!("connect to {at}"), e))?;
@@ -266,7 +266,7 @@ impl Backend for PgBackend {
         self.ledger().await?;
         Ok(format!(
             "PostgreSQL {version} at {}",
-            self.conn.settings.endpoint()
+            self.conn.settings.endpoint
         ))
     }
 
