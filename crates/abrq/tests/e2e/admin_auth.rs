@@ -2,9 +2,7 @@
 //! without it learns nothing from a 404 (unknown path, stream or
 //! destination) or a 405.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use reqwest::Method;
 
 const TOKEN: &str = "admin-t0ken";

@@ -9,11 +9,9 @@
 //! Also, by hand: every error, a 404 for an unknown path and a 405
 //! included, has the one JSON shape `{"error": "..."}`.
 
-mod common;
-
 use std::process::Command;
 
-use common::*;
+use crate::common::*;
 use reqwest::Method;
 
 const TOKEN: &str = "contract-token";

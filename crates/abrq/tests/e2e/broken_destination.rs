@@ -8,9 +8,7 @@
 //! and resets the breaker: `bad` catches up, both hold all records exactly
 //! once, and the spool GC empties the spool.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use serde_json::Value;
 
 const RECORDS: u64 = 20_000;

@@ -18,15 +18,13 @@
 //! records; the interleaving with abrq's own timing cannot be replayed
 //! exactly.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::feed::{knob, record, Feeder};
-use common::fleet::{Fleet, Kind};
-use common::oracle::{self, Appended, Tally};
-use common::sinks::{self, Cells, DeadLetters, Found};
-use common::*;
+use crate::common::feed::{knob, record, Feeder};
+use crate::common::fleet::{Fleet, Kind};
+use crate::common::oracle::{self, Appended, Tally};
+use crate::common::sinks::{self, Cells, DeadLetters, Found};
+use crate::common::*;
 use rand::{Rng, SeedableRng};
 use serde_json::{json, Value};
 

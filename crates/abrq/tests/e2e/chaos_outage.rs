@@ -17,16 +17,14 @@
 //! as fast as the fastest healthy destination takes records and report
 //! raw throughput per window, without the ratio check).
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use common::feed::{knob, record, Feeder};
-use common::fleet::{Fleet, Kind};
-use common::oracle::{self, Appended};
-use common::sinks;
-use common::*;
+use crate::common::feed::{knob, record, Feeder};
+use crate::common::fleet::{Fleet, Kind};
+use crate::common::oracle::{self, Appended};
+use crate::common::sinks;
+use crate::common::*;
 
 const STREAM: &str = "outage";
 const KINDS: [Kind; 4] = [Kind::Local, Kind::S3, Kind::Postgres, Kind::Kafka];

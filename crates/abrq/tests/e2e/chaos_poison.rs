@@ -18,16 +18,14 @@
 //! Knobs: `ABRQ_CHAOS_RECORDS` (100,000), `ABRQ_CHAOS_POISON` (100),
 //! `ABRQ_CHAOS_SEED` (random, printed).
 
-mod common;
-
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::{Duration, Instant};
 
-use common::feed::{knob, record};
-use common::fleet::{Fleet, Kind};
-use common::oracle::{self, Appended};
-use common::sinks::{self, Found};
-use common::*;
+use crate::common::feed::{knob, record};
+use crate::common::fleet::{Fleet, Kind};
+use crate::common::oracle::{self, Appended};
+use crate::common::sinks::{self, Found};
+use crate::common::*;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use serde_json::{json, Map, Value};

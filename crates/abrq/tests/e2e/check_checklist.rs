@@ -3,11 +3,9 @@
 //! at once), print one checklist line per destination with its root cause
 //! and a hint, say no cause twice, and keep the client libraries quiet.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 
 #[tokio::test(flavor = "multi_thread")]
 async fn every_server_down_is_a_short_checklist_within_five_seconds() {

@@ -2,9 +2,7 @@
 //! unauthenticated API, the admin token, the OpenAPI document, `/metrics`,
 //! and the operator verbs talking to a running server.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use serde_json::Value;
 
 const TOKEN: &str = "admin-t0ken";

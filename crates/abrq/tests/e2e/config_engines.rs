@@ -4,9 +4,7 @@
 //! check` says what each connection field was taken to mean, with the
 //! password shown as `***`.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 
 /// An HTTP-fed stream `s` with a local destination and an s3 one; `s3`
 /// holds the s3 destination's connection lines.

@@ -2,9 +2,7 @@
 //! binary: `abrq check` and `abrq run` refuse it naming the line and the
 //! key, and the secret's value appears nowhere in what they print.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 
 /// A good config with `line` put in place of line `at` (1-based).
 fn config_with(abrq: &Abrq, at: usize, line: &str) -> String {

@@ -8,12 +8,10 @@
 //!
 //! `ABRQ_SCREENSHOTS=DIR` saves the main views as PNGs there.
 
-mod common;
-
 use std::path::Path;
 
-use common::browser::Browser;
-use common::*;
+use crate::common::browser::Browser;
+use crate::common::*;
 use serde_json::Value;
 
 const STREAM: &str = "events";

@@ -9,13 +9,11 @@
 //! The kill delays come from a seeded RNG; the seed is in the test output
 //! and the log. Set ABRQ_CRASH_SEED to replay a run.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::io::{BufWriter, Write};
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use rand::{Rng, SeedableRng};
 use serde_json::{json, Map, Value};
 

@@ -4,9 +4,7 @@
 //! name, are refused and change nothing; the CLI and same-origin JSON
 //! calls still work, and probes stay plain GETs.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use reqwest::Method;
 use serde_json::Value;
 

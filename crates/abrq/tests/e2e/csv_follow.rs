@@ -3,13 +3,11 @@
 //! staged, a restart then resumes before it, and once the quote closes the
 //! record is delivered whole, once, with the records after it.
 
-mod common;
-
 use std::io::Write;
 use std::path::Path;
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use serde_json::{json, Map, Value};
 
 const STREAM: &str = "notes";

@@ -7,11 +7,9 @@
 //!
 //! `bad`'s base directory is broken by making it a plain file.
 
-mod common;
-
 use std::path::Path;
 
-use common::*;
+use crate::common::*;
 use serde_json::Value;
 
 const STREAM: &str = "events";

@@ -3,9 +3,7 @@
 //! servers: each must receive all 100,000 records, with no dead letter,
 //! and read back (in its own format) exactly as the local copy.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 
 const RECORDS: u64 = 100_000;
 const STREAM: &str = "orders";

@@ -7,11 +7,9 @@
 //! - Pausing `b` keeps it in the minimum: the spool holds every batch it
 //!   lacks, and after resume it receives them all, with nothing skipped.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use serde_json::Value;
 
 const STREAM: &str = "clicks";

@@ -4,9 +4,7 @@
 //! stage nothing; an `Idempotency-Key` retry stages nothing twice; NDJSON
 //! and JSON arrays both work, and what was staged is what arrives.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 

@@ -5,11 +5,9 @@
 //! with another body) and expire, and a client without the token learns
 //! nothing about which streams exist.
 
-mod common;
-
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 
 const MAX_BODY: u64 = 2 << 20;
 

@@ -8,11 +8,9 @@
 //! record is in the topic, and after deduplicating by
 //! `abrq_idempotency_key` each key's records are in source order.
 
-mod common;
-
 use std::collections::{BTreeMap, HashSet};
 
-use common::*;
+use crate::common::*;
 use serde_json::json;
 
 const STREAM: &str = "orders";

@@ -5,11 +5,9 @@
 //! process's descriptors nor keeps /healthz down for longer than the
 //! timeouts take to reap them.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 

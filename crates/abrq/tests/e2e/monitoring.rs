@@ -6,15 +6,13 @@
 //! promtool comes from Debian's `prometheus` package, which
 //! `scripts/services.sh up` installs; `ABRQ_TEST_PROMTOOL` names another.
 
-mod common;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use serde_json::Value;
 
 const STREAM: &str = "events";

@@ -10,13 +10,11 @@
 //! - a `local` destination holds, for every row, exactly the changes the
 //!   writer committed, in commit order, each record naming its table.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use crate::common::*;
 use abrq_sinks::relational::sqlx::{self, MySqlPool, PgPool};
-use common::*;
 use rand::Rng;
 use serde_json::Value;
 

@@ -5,10 +5,8 @@
 //! when the next file still holds it, and fails with the documented, named
 //! error instead of starting over silently when a change it needs is gone.
 
-mod common;
-
+use crate::common::*;
 use abrq_sinks::relational::sqlx::{self, MySqlPool};
-use common::*;
 
 fn config(abrq: &Abrq, url: &str, table: &str, out: &str) -> String {
     let url = reqwest::Url::parse(url).unwrap();

@@ -5,12 +5,10 @@
 //! is read as a backfill after its last staged page, and a `postgres` destination in upsert mode
 //! ends with each table equal to its source.
 
-mod common;
-
 use std::time::Duration;
 
+use crate::common::*;
 use abrq_sinks::relational::sqlx::{self, MySqlPool, PgPool};
-use common::*;
 use rand::Rng;
 
 const ROWS: [(&str, i64); 2] = [("a", 10_000), ("b", 30_000)];

@@ -4,10 +4,8 @@
 //! writer inserts and updates rows and abrq is killed and restarted. A
 //! `postgres` destination in upsert mode ends equal to the source table.
 
-mod common;
-
+use crate::common::*;
 use abrq_sinks::relational::sqlx::{self, MySqlPool, PgPool};
-use common::*;
 use rand::Rng;
 
 const BEFORE: i64 = 3_000;

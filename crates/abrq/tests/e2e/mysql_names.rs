@@ -11,10 +11,8 @@
 //! misfiled as transient fails here in seconds (attempts, breaker), rather
 //! than hanging.
 
-mod common;
-
+use crate::common::*;
 use abrq_sinks::relational::sqlx::{self, MySqlPool, Row};
-use common::*;
 use rand::Rng;
 use serde_json::{json, Value};
 

@@ -8,11 +8,9 @@
 //! and the bucket holds every batch exactly once, under the same names as
 //! the local copy.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use object_store::ObjectStoreExt;
 use serde_json::json;
 

@@ -8,9 +8,7 @@
 //!   dead-lettered with reason `encoding` for the destination that meets
 //!   it, and the batches after it are delivered.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use serde_json::Value;
 
 /// `{"a":{"a":...{"a":1}...}}`, `depth` objects deep, with an id beside.

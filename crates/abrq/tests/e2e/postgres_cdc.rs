@@ -12,13 +12,11 @@
 //!   writer committed, in commit order: nothing read and lost, nothing
 //!   staged twice.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use crate::common::*;
 use abrq_sinks::relational::sqlx::{self, PgPool, Row};
-use common::*;
 use rand::Rng;
 use serde_json::Value;
 

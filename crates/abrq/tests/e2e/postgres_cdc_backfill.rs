@@ -7,13 +7,11 @@
 //! equal to the source table: no change lost, none overtaken by an older
 //! copy of its row. A backfill of a file stream is refused (409).
 
-mod common;
-
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+use crate::common::*;
 use abrq_sinks::relational::sqlx::{self, PgPool};
-use common::*;
 use rand::Rng;
 
 fn rows_wanted() -> i64 {

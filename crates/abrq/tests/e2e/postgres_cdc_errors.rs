@@ -8,10 +8,8 @@
 //!   and no change after the cursor is read from a new slot silently.
 //!   While it ran, status showed the slot and its confirmed position.
 
-mod common;
-
+use crate::common::*;
 use abrq_sinks::relational::sqlx::{self, PgPool};
-use common::*;
 
 fn config(abrq: &Abrq, url: &str, table: &str, slot: &str) -> String {
     format!(

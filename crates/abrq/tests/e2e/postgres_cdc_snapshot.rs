@@ -6,10 +6,8 @@
 //! SIGKILLed twice in turn, and the `postgres` destination in upsert mode
 //! ends equal to the source table.
 
-mod common;
-
+use crate::common::*;
 use abrq_sinks::relational::sqlx::{self, PgPool};
-use common::*;
 use rand::Rng;
 
 const ROWS: i64 = 100_000;

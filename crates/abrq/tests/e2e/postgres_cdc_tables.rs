@@ -12,12 +12,10 @@
 //!   records to that table's topic, with an `abrq_table` header's worth of
 //!   routing and no message in the wrong topic.
 
-mod common;
-
 use std::collections::BTreeSet;
 
+use crate::common::*;
 use abrq_sinks::relational::sqlx::{self, PgPool};
-use common::*;
 use serde_json::Value;
 
 const ORDERS: i64 = 30_000;

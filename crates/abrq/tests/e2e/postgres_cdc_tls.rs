@@ -5,10 +5,8 @@
 //! private certificate is refused with an error that names TLS, and
 //! nothing is read in plain text instead.
 
-mod common;
-
+use crate::common::*;
 use abrq_sinks::relational::sqlx::{self, PgPool};
-use common::*;
 
 fn ca_file() -> String {
     std::env::var("ABRQ_TEST_PGCDC_CA_FILE").unwrap_or_else(|_| {

@@ -3,10 +3,8 @@
 //! leaves the field out (never null), and the `postgres` destination in
 //! upsert mode keeps the column's value.
 
-mod common;
-
+use crate::common::*;
 use abrq_sinks::relational::sqlx::{self, PgPool};
-use common::*;
 use rand::Rng;
 use serde_json::Value;
 

@@ -6,12 +6,10 @@
 //! SIGKILLed right there; after a restart and a resume every change
 //! arrives.
 
-mod common;
-
 use std::collections::BTreeSet;
 
+use crate::common::*;
 use abrq_sinks::relational::sqlx::{self, PgPool};
-use common::*;
 
 const ROWS: i64 = 3_000;
 

@@ -6,12 +6,10 @@
 //! holds every row version read, each (id, updated_at) once after
 //! dedupe by idempotency key.
 
-mod common;
-
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::common::*;
 use abrq_sinks::relational::sqlx::{self, PgPool};
-use common::*;
 use rand::Rng;
 use serde_json::Value;
 

@@ -5,10 +5,8 @@
 //! concurrent one; abrq takes an advisory lock for it), so no attempt
 //! fails and nothing is retried.
 
-mod common;
-
+use crate::common::*;
 use abrq_sinks::relational::sqlx;
-use common::*;
 use rand::Rng;
 
 const DESTINATIONS: usize = 8;

@@ -4,12 +4,10 @@
 //! the mark live in PostgreSQL, not in the data dir, which is wiped); the
 //! operator API and `check` work on it.
 
-mod common;
-
 use std::time::Duration;
 
+use crate::common::*;
 use abrq_sinks::relational::sqlx::{self, postgres::PgPool};
-use common::*;
 use serde_json::json;
 
 struct Database {

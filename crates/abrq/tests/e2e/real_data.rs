@@ -10,20 +10,18 @@
 //! every row, numeric columns numeric, dates dates, `NA` as NULL (and a
 //! quoted "NA" as text).
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
+use crate::common::*;
 use abrq_sinks::relational::sqlx::mysql::MySqlPool;
 use abrq_sinks::relational::sqlx::postgres::{PgConnectOptions, PgPool};
 use abrq_sinks::relational::sqlx::{self, Row};
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Date32Type, Float64Type, Int64Type, TimestampMicrosecondType};
 use arrow_array::Array;
-use common::*;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use serde_json::Value;
 

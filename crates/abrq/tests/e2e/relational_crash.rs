@@ -2,12 +2,10 @@
 //! MariaDB, restart it each time, then let `run --until-drained` finish:
 //! the ledger must leave every row exactly once, none missing.
 
-mod common;
-
 use std::time::Duration;
 
+use crate::common::*;
 use abrq_sinks::relational::sqlx;
-use common::*;
 use rand::{Rng, SeedableRng};
 
 const RECORDS: u64 = 60_000;

@@ -16,16 +16,15 @@
 //! file and the local destinations live in one shared directory, the state
 //! in one fresh database, the relational destination in another.
 
-mod common;
-
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::common::turns::Alone;
+use crate::common::*;
 use abrq_sinks::relational::sqlx::{self, PgPool, Row};
-use common::*;
 use rand::Rng;
 use serde_json::{json, Value};
 
@@ -38,11 +37,6 @@ const SLACK: Duration = Duration::from_secs(1);
 const OVERALL: Duration = Duration::from_secs(180);
 /// How often the leases table is read while a takeover is timed.
 const LEASE_POLL: Duration = Duration::from_millis(50);
-
-/// The tests of this file run one at a time: each runs three processes on
-/// a 2-core machine, and the takeover times they measure should not be
-/// another test's load.
-static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 // ---- databases ----
 
@@ -148,14 +142,20 @@ impl Nodes {
     /// `n` processes whose configs differ only in `node_id`, `listen` and
     /// `data_dir`; `destinations` is the `[[streams.destinations]]` TOML,
     /// with `{shared}` standing for the shared directory.
-    fn new(n: usize, state: &Database, destinations: &[&str], dest_toml: &str) -> Nodes {
+    fn new(
+        alone: &Alone,
+        n: usize,
+        state: &Database,
+        destinations: &[&str],
+        dest_toml: &str,
+    ) -> Nodes {
         let shared = tempfile::Builder::new()
             .prefix("abrq-scale-")
             .tempdir()
             .expect("create the shared dir");
         let dest_toml = dest_toml.replace("{shared}", &shared.path().display().to_string());
         let input = shared.path().join("orders.ndjson");
-        let nodes: Vec<Abrq> = (0..n).map(|_| Abrq::new()).collect();
+        let nodes: Vec<Abrq> = (0..n).map(|_| alone.abrq()).collect();
         for (i, node) in nodes.iter().enumerate() {
             node.write_config(&format!(
                 r#"
@@ -461,13 +461,15 @@ const MAX_RECORDS: u64 = 60_000;
 
 #[tokio::test(flavor = "multi_thread")]
 async fn three_processes_survive_sigkill_of_holders() {
-    let _serial = SERIAL.lock().await;
-    tokio::time::timeout(OVERALL, survive_sigkill())
+    // Each runs three processes on a 2-core machine, and the takeover
+    // times measured should not be another test's load.
+    let alone = Alone::take().await;
+    tokio::time::timeout(OVERALL, survive_sigkill(&alone))
         .await
         .expect("the test took longer than its overall deadline");
 }
 
-async fn survive_sigkill() {
+async fn survive_sigkill(alone: &Alone) {
     let state = Database::fresh("state").await;
     let sink = Database::fresh("sink").await;
     let sink_url = reqwest::Url::parse(&sink.url).expect("sink url");
@@ -500,7 +502,7 @@ table = "orders"
         db = sink.name,
         user = sink_url.username(),
     );
-    let mut c = Nodes::new(3, &state, &["lake_a", "lake_b", "pg"], &dests);
+    let mut c = Nodes::new(alone, 3, &state, &["lake_a", "lake_b", "pg"], &dests);
     let input = c.input();
     append_ndjson(&input, (0..2_000).map(record));
     for i in 0..3 {
@@ -681,13 +683,15 @@ table = "orders"
 
 #[tokio::test(flavor = "multi_thread")]
 async fn operator_actions_through_one_node_reach_the_holder_on_another() {
-    let _serial = SERIAL.lock().await;
-    tokio::time::timeout(OVERALL, operator_actions())
+    // Each runs three processes on a 2-core machine, and the takeover
+    // times measured should not be another test's load.
+    let alone = Alone::take().await;
+    tokio::time::timeout(OVERALL, operator_actions(&alone))
         .await
         .expect("the test took longer than its overall deadline");
 }
 
-async fn operator_actions() {
+async fn operator_actions(alone: &Alone) {
     let state = Database::fresh("ops").await;
     let dests = r#"
 [[streams.destinations]]
@@ -702,7 +706,7 @@ engine = "local"
 database = "{shared}/lake_b"
 format = "jsonl"
 "#;
-    let mut c = Nodes::new(3, &state, &["lake_a", "lake_b"], dests);
+    let mut c = Nodes::new(alone, 3, &state, &["lake_a", "lake_b"], dests);
     let input = c.input();
     append_ndjson(&input, (0..3_000).map(record));
     for i in 0..3 {

@@ -7,17 +7,15 @@
 //! every 30ms for the whole test, so a mark that moves back even for a
 //! moment, or an epoch written by a holder that lost it, is seen.
 
-mod common;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::common::feed::{record, Feeder};
+use crate::common::*;
 use abrq_sinks::relational::sqlx::{self, postgres::PgPool};
-use common::feed::{record, Feeder};
-use common::*;
 
 const STREAM: &str = "orders";
 const DESTS: [&str; 2] = ["lake", "archive"];

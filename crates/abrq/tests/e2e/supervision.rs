@@ -8,11 +8,9 @@
 //!   restarts are counted; once the lock is gone they recover by
 //!   themselves and every record arrives exactly once.
 
-mod common;
-
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use serde_json::json;
 
 const STREAM: &str = "orders";

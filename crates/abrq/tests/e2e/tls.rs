@@ -3,11 +3,9 @@
 //! certificate served after SIGHUP (a broken one is not), and the refusal
 //! to serve plain HTTP off loopback unless the config allows it.
 
-mod common;
-
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use rcgen::{
     BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair,
     KeyUsagePurpose,

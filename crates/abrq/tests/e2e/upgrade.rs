@@ -5,11 +5,9 @@
 //! destination is fixed. A file from a newer abrq is refused with a clear
 //! message.
 
-mod common;
-
 use std::path::Path;
 
-use common::*;
+use crate::common::*;
 
 const FIXTURE: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),

@@ -277,13 +277,6 @@ impl Fleet {
         Fleet { dests, table }
     }
 
-    pub fn get(&self, kind: Kind) -> &Dest {
-        self.dests
-            .iter()
-            .find(|d| d.kind == kind)
-            .unwrap_or_else(|| panic!("no {kind:?} destination"))
-    }
-
     /// Every destination's `[[streams.destinations]]` table; `extra(d)` is
     /// appended to each (retry and breaker tables, say).
     pub fn toml(&self, extra: impl Fn(&Dest) -> String) -> String {

@@ -12,10 +12,7 @@
 //! reads every other destination kind back, `fleet` provisions one of
 //! each, `feed` produces records and `oracle` checks conservation; `pg`
 //! serves the database-source tests; `browser` drives Chromium for the
-//! console.
-
-// Each test file is its own crate and uses a different part of this.
-#![allow(dead_code)]
+//! console; `turns` gives a test that times things the machine alone.
 
 use std::fs::OpenOptions;
 use std::io::Write;
@@ -35,6 +32,7 @@ pub mod output;
 pub mod pg;
 pub mod process;
 pub mod sinks;
+pub mod turns;
 
 pub use metrics::Metrics;
 pub use output::*;

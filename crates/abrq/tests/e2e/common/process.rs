@@ -8,6 +8,7 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use super::turns::Shared;
 use super::{free_port, nap, wait_until, BIN, LONG};
 
 /// One test's `abrq`: its directory, port, config, log and (at most one)
@@ -22,6 +23,8 @@ pub struct Abrq {
     pub http: reqwest::Client,
     child: Mutex<Option<Child>>,
     runs: u32,
+    /// None for the processes of a test that has the machine alone.
+    _turn: Option<Shared>,
 }
 
 impl Default for Abrq {
@@ -31,7 +34,17 @@ impl Default for Abrq {
 }
 
 impl Abrq {
+    /// Waits while a test that has the machine alone runs (`turns`).
     pub fn new() -> Abrq {
+        Self::with_turn(Some(Shared::take()))
+    }
+
+    /// For [`super::turns::Alone::abrq`].
+    pub(super) fn unshared() -> Abrq {
+        Self::with_turn(None)
+    }
+
+    fn with_turn(turn: Option<Shared>) -> Abrq {
         let tmp = tempfile::Builder::new()
             .prefix("abrq-e2e-")
             .tempdir()
@@ -50,6 +63,7 @@ impl Abrq {
             http,
             child: Mutex::new(None),
             runs: 0,
+            _turn: turn,
         }
     }
 
