@@ -6,6 +6,12 @@
 //! destinations; a sampler reads every mark and lease from the database
 //! every 30ms for the whole test, so a mark that moves back even for a
 //! moment, or an epoch written by a holder that lost it, is seen.
+//!
+//! Here: the test; `state` reads the shared state's leases and marks,
+//! `sampler` samples them through the test and checks the samples.
+
+mod sampler;
+mod state;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -15,7 +21,9 @@ use std::time::{Duration, Instant};
 
 use crate::common::feed::{record, Feeder};
 use crate::common::*;
-use abrq_sinks::relational::sqlx::{self, postgres::PgPool};
+use abrq_sinks::relational::sqlx::postgres::PgPool;
+use sampler::{check_samples, start_sampler};
+use state::{held_by, instance_of, leases, marks, wait_state, Database};
 
 const STREAM: &str = "orders";
 const DESTS: [&str; 2] = ["lake", "archive"];
@@ -27,177 +35,9 @@ const RATE: u64 = 800;
 /// The longest a takeover may take after the freeze: the lease timeout
 /// and a few heartbeats, with room for a loaded machine.
 const TAKEOVER: Duration = Duration::from_secs(45);
-/// How often the sampler reads marks and leases.
-const SAMPLE_EVERY: Duration = Duration::from_millis(30);
-
-struct Database {
-    admin: PgPool,
-    name: String,
-}
-
-impl Database {
-    async fn fresh() -> (Database, String) {
-        let pg = abrq_testkit::Postgres::from_env();
-        let admin = PgPool::connect(&pg.url)
-            .await
-            .unwrap_or_else(|e| panic!("connect to postgres ({pg:?}): {e}"));
-        let name = format!("abrq_fencing_e2e_{}", std::process::id());
-        for sql in [
-            format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"),
-            format!("CREATE DATABASE {name}"),
-        ] {
-            sqlx::query(&sql).execute(&admin).await.expect(&sql);
-        }
-        let url = pg.url_for(&name).expect("a url");
-        (Database { admin, name }, url)
-    }
-
-    async fn drop(self) {
-        let sql = format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name);
-        let _ = sqlx::query(&sql).execute(&self.admin).await;
-    }
-}
-
-/// One row of `abrq.leases`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Lease {
-    resource: String,
-    node_id: Option<String>,
-    instance: Option<String>,
-    epoch: i64,
-    /// Held and not expired, by the database's clock.
-    live: bool,
-}
 
 /// (resource, holder's instance, epoch)
 type Split = (String, Option<String>, i64);
-
-/// (resource, node_id, instance, epoch, live)
-type LeaseTuple = (String, Option<String>, Option<String>, i64, bool);
-
-async fn try_leases(pool: &PgPool) -> Result<Vec<Lease>, sqlx::Error> {
-    let rows: Vec<LeaseTuple> = sqlx::query_as(
-        "SELECT resource, node_id, instance, epoch,
-                instance IS NOT NULL AND expires_at >= abrq.clock_ms()
-         FROM abrq.leases ORDER BY resource",
-    )
-    .fetch_all(pool)
-    .await?;
-    Ok(rows
-        .into_iter()
-        .map(|(resource, node_id, instance, epoch, live)| Lease {
-            resource,
-            node_id,
-            instance,
-            epoch,
-            live,
-        })
-        .collect())
-}
-
-async fn leases(pool: &PgPool) -> Vec<Lease> {
-    try_leases(pool).await.expect("read abrq.leases")
-}
-
-/// Every destination's mark and the stream's last seq, read in one
-/// statement (one snapshot).
-async fn try_marks(pool: &PgPool) -> Result<(BTreeMap<String, i64>, i64), sqlx::Error> {
-    let rows: Vec<(String, i64, i64)> = sqlx::query_as(
-        "SELECT d.name, d.hwm, s.last_seq
-         FROM abrq.destinations d JOIN abrq.streams s ON s.id = d.stream_id
-         WHERE s.name = $1",
-    )
-    .bind(STREAM)
-    .fetch_all(pool)
-    .await?;
-    let last_seq = rows.first().map_or(0, |r| r.2);
-    Ok((
-        rows.into_iter().map(|(d, hwm, _)| (d, hwm)).collect(),
-        last_seq,
-    ))
-}
-
-async fn marks(pool: &PgPool) -> (BTreeMap<String, i64>, i64) {
-    try_marks(pool).await.expect("read abrq.destinations")
-}
-
-/// The sessions on the state database: what each runs or waits for, and
-/// which sessions block it (an `idle in transaction` session of a frozen
-/// process holds its locks until it runs again).
-async fn sessions(pool: &PgPool) -> Vec<String> {
-    sqlx::query_scalar(
-        r"SELECT format('pid %s port %s %s (xact %s) wait %s/%s blocked by %s: %s',
-                        pid, client_port, state, clock_timestamp() - xact_start,
-                        wait_event_type, wait_event, pg_blocking_pids(pid),
-                        left(regexp_replace(query, '\s+', ' ', 'g'), 240))
-          FROM pg_stat_activity
-          WHERE datname = current_database() AND pid <> pg_backend_pid()
-          ORDER BY pid",
-    )
-    .fetch_all(pool)
-    .await
-    .unwrap_or_else(|e| vec![format!("(cannot read pg_stat_activity: {e})")])
-}
-
-/// Polls `f` until it holds; at the deadline panics with the leases and
-/// the sessions on the state database.
-async fn wait_state(
-    pool: &PgPool,
-    timeout: Duration,
-    what: &str,
-    mut f: impl AsyncFnMut() -> bool,
-) {
-    let start = Instant::now();
-    loop {
-        if f().await {
-            return;
-        }
-        if start.elapsed() > timeout {
-            let ls = leases(pool).await;
-            let (hwm, last_seq) = marks(pool).await;
-            panic!(
-                "timed out after {timeout:?} waiting for: {what}\nleases: {ls:#?}\nmarks {hwm:?}, last_seq {last_seq}\nsessions on the state database:\n{}",
-                sessions(pool).await.join("\n")
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-/// What the sampler read at one moment.
-#[derive(Debug)]
-struct Sample {
-    at: Instant,
-    hwm: BTreeMap<String, i64>,
-    last_seq: i64,
-    leases: Vec<Lease>,
-}
-
-/// Reads marks and leases every [`SAMPLE_EVERY`] until told to stop; until
-/// the first process has made the schema, a failed read is retried.
-fn start_sampler(pool: PgPool, stop: Arc<AtomicBool>) -> tokio::task::JoinHandle<Vec<Sample>> {
-    tokio::spawn(async move {
-        let mut samples = Vec::new();
-        while !stop.load(Ordering::SeqCst) {
-            let read =
-                async { Ok::<_, sqlx::Error>((try_marks(&pool).await?, try_leases(&pool).await?)) };
-            match read.await {
-                Ok(((hwm, last_seq), leases)) => samples.push(Sample {
-                    at: Instant::now(),
-                    hwm,
-                    last_seq,
-                    leases,
-                }),
-                Err(e) if samples.is_empty() => {
-                    let _ = e; // no schema yet
-                }
-                Err(e) => panic!("the sampler cannot read the state: {e}"),
-            }
-            tokio::time::sleep(SAMPLE_EVERY).await;
-        }
-        samples
-    })
-}
 
 fn signal(pid: u32, sig: &str) {
     let status = std::process::Command::new("kill")
@@ -265,18 +105,6 @@ max_wait = "100ms"
         listen = abrq.listen(),
         input = shared.join("orders.ndjson").display(),
     )
-}
-
-fn held_by<'a>(ls: &'a [Lease], instance: &str) -> Vec<&'a Lease> {
-    ls.iter()
-        .filter(|l| l.live && l.instance.as_deref() == Some(instance))
-        .collect()
-}
-
-fn instance_of(ls: &[Lease], node: &str) -> Option<String> {
-    ls.iter()
-        .find(|l| l.node_id.as_deref() == Some(node))
-        .and_then(|l| l.instance.clone())
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -651,89 +479,4 @@ async fn freezing_a_holder_past_its_lease_cannot_move_marks() {
     b.kill();
     pool.close().await;
     db.drop().await;
-}
-
-/// Marks and last_seq never went back, a mark never passed last_seq, each
-/// lease's epoch only grew and named one holder, and after the thaw A's
-/// instance shows on a lease only at an epoch above the one B took it at.
-fn check_samples(
-    samples: &[Sample],
-    a_instance: &str,
-    taken_epochs: &BTreeMap<String, i64>,
-    frozen_at: Instant,
-    thawed_at: Instant,
-) {
-    let during = samples
-        .iter()
-        .filter(|s| s.at > frozen_at && s.at < thawed_at)
-        .count();
-    println!(
-        "[test] {} samples, {during} while A was frozen",
-        samples.len()
-    );
-    assert!(samples.len() >= 100, "too few samples: {}", samples.len());
-    assert!(during >= 20, "too few samples while A was frozen: {during}");
-    for w in samples.windows(2) {
-        let (p, n) = (&w[0], &w[1]);
-        assert!(
-            n.last_seq >= p.last_seq,
-            "last_seq went back: {} -> {}",
-            p.last_seq,
-            n.last_seq
-        );
-        for (d, m) in &p.hwm {
-            let next = n.hwm.get(d).copied().unwrap_or(i64::MIN);
-            assert!(next >= *m, "{d}: high-water mark went back {m} -> {next}");
-        }
-        for l in &p.leases {
-            if let Some(nl) = n.leases.iter().find(|x| x.resource == l.resource) {
-                assert!(
-                    nl.epoch >= l.epoch,
-                    "{}: epoch went back {} -> {}",
-                    l.resource,
-                    l.epoch,
-                    nl.epoch
-                );
-            }
-        }
-    }
-    for s in samples {
-        for (d, m) in &s.hwm {
-            assert!(
-                *m <= s.last_seq,
-                "{d}: mark {m} past last_seq {}",
-                s.last_seq
-            );
-        }
-    }
-    // (resource, epoch) -> the one instance that held it
-    let mut holder: BTreeMap<(String, i64), String> = BTreeMap::new();
-    for s in samples {
-        for l in &s.leases {
-            let Some(i) = &l.instance else { continue };
-            let prev = holder
-                .entry((l.resource.clone(), l.epoch))
-                .or_insert_with(|| i.clone());
-            assert_eq!(
-                prev, i,
-                "{} epoch {} held by two instances",
-                l.resource, l.epoch
-            );
-        }
-    }
-    // Once thawed, A shows on a lease only at an epoch above the one B
-    // took it over at: never back at the epoch it held when frozen.
-    for s in samples.iter().filter(|s| s.at >= thawed_at) {
-        for l in &s.leases {
-            if l.instance.as_deref() == Some(a_instance) {
-                let took = taken_epochs[&l.resource];
-                assert!(
-                    l.epoch > took,
-                    "{}: A shows at epoch {} after the thaw; B took it at {took}",
-                    l.resource,
-                    l.epoch
-                );
-            }
-        }
-    }
 }
