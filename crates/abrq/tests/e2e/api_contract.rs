@@ -17,38 +17,18 @@ use reqwest::Method;
 const TOKEN: &str = "contract-token";
 
 fn config(abrq: &Abrq) -> String {
-    format!(
-        r#"
-data_dir = "{data}"
-
-[server]
-listen = "{listen}"
-admin_token = "{TOKEN}"
-
-[[streams]]
-name = "events"
-[streams.source]
-engine = "http"
-
-[[streams.destinations]]
-name = "lake"
-engine = "local"
-database = "{lake}"
-format = "jsonl"
-
-[[streams.destinations]]
-name = "bad"
-engine = "local"
-database = "{bad}"
-format = "jsonl"
-[streams.destinations.retry]
-max_attempts = 1
-"#,
-        data = abrq.p("data"),
-        listen = abrq.listen(),
-        lake = abrq.p("out/lake"),
-        bad = abrq.p("out/bad"),
-    )
+    Config::new(abrq)
+        .admin_token(TOKEN)
+        .stream(
+            Stream::new("events", Source::http())
+                .destination(Destination::local("lake", abrq.p("out/lake")).format("jsonl"))
+                .destination(
+                    Destination::local("bad", abrq.p("out/bad"))
+                        .format("jsonl")
+                        .max_attempts(1),
+                ),
+        )
+        .to_string()
 }
 
 /// The server, with two pending dead letters (ids 1 and 2) on `bad`.

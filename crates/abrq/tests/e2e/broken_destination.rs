@@ -15,48 +15,22 @@ const RECORDS: u64 = 20_000;
 const STREAM: &str = "orders";
 
 fn config(abrq: &Abrq) -> String {
-    format!(
-        r#"
-data_dir = "{data}"
-
-[server]
-listen = "{listen}"
-
-[spool]
-gc_interval = "100ms"
-
-[[streams]]
-name = "{STREAM}"
-[streams.source]
-engine = "generate"
-records = {RECORDS}
-[streams.batch]
-max_records = 500
-
-[[streams.destinations]]
-name = "good"
-engine = "local"
-database = "{good}"
-format = "jsonl.gz"
-
-[[streams.destinations]]
-name = "bad"
-engine = "local"
-database = "{bad}"
-format = "jsonl"
-[streams.destinations.retry]
-max_attempts = 100000
-initial_backoff = "10ms"
-max_backoff = "50ms"
-[streams.destinations.breaker]
-failure_threshold = 3
-cooldown = "1h"
-"#,
-        data = abrq.p("data"),
-        listen = abrq.listen(),
-        good = abrq.p("out/good"),
-        bad = abrq.p("out/bad"),
-    )
+    Config::new(abrq)
+        .gc_interval("100ms")
+        .stream(
+            Stream::new(STREAM, Source::generate(RECORDS as i64))
+                .max_records(500)
+                .destination(Destination::local("good", abrq.p("out/good")).format("jsonl.gz"))
+                .destination(
+                    Destination::local("bad", abrq.p("out/bad"))
+                        .format("jsonl")
+                        .max_attempts(100_000)
+                        .backoff("10ms", "50ms")
+                        .failure_threshold(3)
+                        .cooldown("1h"),
+                ),
+        )
+        .to_string()
 }
 
 #[tokio::test(flavor = "multi_thread")]

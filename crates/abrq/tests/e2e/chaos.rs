@@ -98,39 +98,27 @@ async fn busy_destinations(abrq: &Abrq) -> Option<usize> {
 }
 
 fn config(abrq: &Abrq, input: &std::path::Path, fleet: &Fleet) -> String {
-    let dests = fleet.toml(|d| {
+    let dests = fleet.destinations(|d, dest| {
         // Quick retries and a short attempt timeout, so a stall costs
         // seconds. gcs gives up after four attempts, so its cuts
         // dead-letter batches and the oracle accounts for dead letters
         // too; the others hold on through any fault of this schedule.
         let attempts = if d.kind == Kind::Gcs { 4 } else { 1000 };
-        format!(
-            "[streams.destinations.retry]\nmax_attempts = {attempts}\n\
-             initial_backoff = \"100ms\"\nmax_backoff = \"1s\"\nattempt_timeout = \"5s\"\n\
-             [streams.destinations.breaker]\nfailure_threshold = 4\ncooldown = \"1s\"\n"
-        )
+        dest.max_attempts(attempts)
+            .backoff("100ms", "1s")
+            .attempt_timeout("5s")
+            .failure_threshold(4)
+            .cooldown("1s")
     });
-    format!(
-        r#"
-data_dir = "{data}"
-[server]
-listen = "{listen}"
-[spool]
-gc_interval = "500ms"
-[[streams]]
-name = "{STREAM}"
-[streams.source]
-engine = "file"
-path = "{input}"
-follow = true
-[streams.batch]
-max_records = 500
-max_wait = "500ms"
-{dests}"#,
-        data = abrq.p("data"),
-        listen = abrq.listen(),
-        input = input.display(),
-    )
+    Config::new(abrq)
+        .gc_interval("500ms")
+        .stream(
+            Stream::new(STREAM, Source::file(input).follow())
+                .max_records(500)
+                .max_wait("500ms")
+                .destinations(dests),
+        )
+        .to_string()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -35,35 +35,24 @@ const UNTHROTTLED_BACKLOG: u64 = 20;
 const BATCH: u64 = 500;
 
 fn config(abrq: &Abrq, input: &std::path::Path, fleet: &Fleet) -> String {
-    let dests = fleet.toml(|_| {
+    let dests = fleet.destinations(|_, dest| {
         // Never dead-letter during the outage: the breaker spends no
         // attempts while open.
-        "[streams.destinations.retry]\nmax_attempts = 100000\ninitial_backoff = \"100ms\"\n\
-         max_backoff = \"1s\"\nattempt_timeout = \"5s\"\n\
-         [streams.destinations.breaker]\nfailure_threshold = 4\ncooldown = \"1s\"\n"
-            .to_string()
+        dest.max_attempts(100_000)
+            .backoff("100ms", "1s")
+            .attempt_timeout("5s")
+            .failure_threshold(4)
+            .cooldown("1s")
     });
-    format!(
-        r#"
-data_dir = "{data}"
-[server]
-listen = "{listen}"
-[spool]
-gc_interval = "500ms"
-[[streams]]
-name = "{STREAM}"
-[streams.source]
-engine = "file"
-path = "{input}"
-follow = true
-[streams.batch]
-max_records = {BATCH}
-max_wait = "500ms"
-{dests}"#,
-        data = abrq.p("data"),
-        listen = abrq.listen(),
-        input = input.display(),
-    )
+    Config::new(abrq)
+        .gc_interval("500ms")
+        .stream(
+            Stream::new(STREAM, Source::file(input).follow())
+                .max_records(BATCH as i64)
+                .max_wait("500ms")
+                .destinations(dests),
+        )
+        .to_string()
 }
 
 /// Records each destination has delivered in this process.

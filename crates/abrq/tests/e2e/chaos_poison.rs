@@ -88,38 +88,26 @@ impl Poison {
 }
 
 fn config(abrq: &Abrq, fleet: &Fleet) -> String {
-    let dests = fleet.toml(|d| {
-        let strict = matches!(d.kind, Kind::Postgres | Kind::Mysql);
-        format!(
-            "{}[streams.destinations.retry]\nmax_attempts = 1000\n\
-             initial_backoff = \"100ms\"\nmax_backoff = \"1s\"\n\
-             [streams.destinations.breaker]\nfailure_threshold = 1000\n",
-            if strict {
-                "[streams.destinations.schema_drift]\ntypes = \"widen_strict\"\n"
-            } else {
-                ""
-            }
-        )
+    let dests = fleet.destinations(|d, dest| {
+        let dest = dest
+            .max_attempts(1000)
+            .backoff("100ms", "1s")
+            .failure_threshold(1000);
+        if matches!(d.kind, Kind::Postgres | Kind::Mysql) {
+            dest.drift_types("widen_strict")
+        } else {
+            dest
+        }
     });
-    format!(
-        r#"
-data_dir = "{data}"
-[server]
-listen = "{listen}"
-[spool]
-gc_interval = "500ms"
-[[streams]]
-name = "{STREAM}"
-[streams.source]
-engine = "http"
-max_body = "64MiB"
-[streams.batch]
-max_records = {PER}
-max_bytes = "64MiB"
-{dests}"#,
-        data = abrq.p("data"),
-        listen = abrq.listen(),
-    )
+    Config::new(abrq)
+        .gc_interval("500ms")
+        .stream(
+            Stream::new(STREAM, Source::http().max_body("64MiB"))
+                .max_records(PER as i64)
+                .max_bytes("64MiB")
+                .destinations(dests),
+        )
+        .to_string()
 }
 
 /// Posts one request until it is staged: a request refused for a record

@@ -10,40 +10,21 @@ const TOKEN: &str = "admin-t0ken";
 /// A config whose server listens on `listen`, with one healthy and one
 /// broken destination (its base directory is a file): the first batch trips
 /// its breaker (threshold 1) and is dead-lettered (1 attempt).
-fn config(abrq: &Abrq, listen: &str, admin_token: Option<&str>) -> String {
-    let token = admin_token
-        .map(|t| format!("admin_token = \"{t}\"\n"))
-        .unwrap_or_default();
-    format!(
-        r#"data_dir = "{data}"
-
-[server]
-listen = "{listen}"
-{token}
-[[streams]]
-name = "s"
-[streams.source]
-engine = "http"
-
-[[streams.destinations]]
-name = "lake"
-engine = "local"
-database = "{lake}"
-format = "jsonl"
-
-[[streams.destinations]]
-name = "broken"
-engine = "local"
-database = "{broken}"
-[streams.destinations.retry]
-max_attempts = 1
-[streams.destinations.breaker]
-failure_threshold = 1
-cooldown = "1h"
-"#,
-        data = abrq.p("data"),
-        lake = abrq.p("out/lake"),
-        broken = abrq.p("broken-file"),
+fn config(abrq: &Abrq, listen: &str, admin_token: Option<&str>) -> Config {
+    let config = Config::new(abrq).listen(listen);
+    let config = match admin_token {
+        Some(token) => config.admin_token(token),
+        None => config,
+    };
+    config.stream(
+        Stream::new("s", Source::http())
+            .destination(Destination::local("lake", abrq.p("out/lake")).format("jsonl"))
+            .destination(
+                Destination::local("broken", abrq.p("broken-file"))
+                    .max_attempts(1)
+                    .failure_threshold(1)
+                    .cooldown("1h"),
+            ),
     )
 }
 
@@ -61,8 +42,9 @@ async fn verb(abrq: &Abrq, words: &[&str]) -> String {
 #[tokio::test(flavor = "multi_thread")]
 async fn check_names_an_unknown_key_and_its_line() {
     let abrq = Abrq::new();
-    let text =
-        config(&abrq, &abrq.listen(), None).replace("format = \"jsonl\"", "formatt = \"jsonl\"");
+    let text = config(&abrq, &abrq.listen(), None)
+        .to_string()
+        .replace("format = \"jsonl\"", "formatt = \"jsonl\"");
     let line = text
         .lines()
         .position(|l| l.starts_with("formatt"))
@@ -86,7 +68,7 @@ async fn check_names_an_unknown_key_and_its_line() {
 #[tokio::test(flavor = "multi_thread")]
 async fn check_proves_each_destination_writable_and_names_the_one_that_is_not() {
     let abrq = Abrq::new();
-    abrq.write_config(&config(&abrq, &abrq.listen(), None));
+    abrq.write_config(&config(&abrq, &abrq.listen(), None).to_string());
     let config = abrq.config_path().display().to_string();
     let (status, stdout, stderr) = abrq.cli(&["check", "--config", &config]).await;
     assert!(
@@ -122,7 +104,7 @@ async fn check_proves_each_destination_writable_and_names_the_one_that_is_not() 
 #[tokio::test(flavor = "multi_thread")]
 async fn run_refuses_a_non_loopback_listen_without_an_admin_token() {
     let abrq = Abrq::new();
-    abrq.write_config(&config(&abrq, &format!("0.0.0.0:{}", abrq.port), None));
+    abrq.write_config(&config(&abrq, &format!("0.0.0.0:{}", abrq.port), None).to_string());
     let config = abrq.config_path().display().to_string();
     let (status, _, stderr) = abrq.cli(&["run", "--config", &config]).await;
     assert!(!status.success(), "run started with an open API");
@@ -138,11 +120,9 @@ async fn token_guards_the_api_and_operator_verbs_work_against_a_server() {
     // Off loopback is allowed once there is a token, and plain HTTP there
     // once the config says the network may carry it in clear text.
     abrq.write_config(
-        &config(&abrq, &format!("0.0.0.0:{}", abrq.port), Some(TOKEN)).replacen(
-            "[[streams]]",
-            "allow_plaintext = true\n[[streams]]",
-            1,
-        ),
+        &config(&abrq, &format!("0.0.0.0:{}", abrq.port), Some(TOKEN))
+            .allow_plaintext()
+            .to_string(),
     );
     abrq.start().await;
 
@@ -295,7 +275,7 @@ async fn token_guards_the_api_and_operator_verbs_work_against_a_server() {
 #[tokio::test(flavor = "multi_thread")]
 async fn metrics_export_the_circuit_counter_before_any_trip() {
     let mut abrq = Abrq::new();
-    abrq.write_config(&config(&abrq, &abrq.listen(), None));
+    abrq.write_config(&config(&abrq, &abrq.listen(), None).to_string());
     abrq.start().await;
     let m = abrq.metrics().await;
     assert!(

@@ -18,56 +18,28 @@ const STREAM: &str = "events";
 const TOKEN: &str = "console-test-token";
 
 fn config(abrq: &Abrq) -> String {
-    format!(
-        r#"
-data_dir = "{data}"
-
-[server]
-listen = "{listen}"
-admin_token = "{TOKEN}"
-
-[[streams]]
-name = "{STREAM}"
-[streams.source]
-engine = "http"
-
-[[streams.destinations]]
-name = "lake"
-engine = "local"
-database = "{lake}"
-format = "jsonl"
-
-[[streams.destinations]]
-name = "archive"
-engine = "local"
-database = "{archive}"
-format = "jsonl"
-[streams.destinations.retry]
-max_attempts = 3
-initial_backoff = "10ms"
-max_backoff = "20ms"
-[streams.destinations.breaker]
-failure_threshold = 1000
-
-[[streams.destinations]]
-name = "mirror"
-engine = "local"
-database = "{mirror}"
-format = "jsonl"
-[streams.destinations.retry]
-max_attempts = 1000
-initial_backoff = "10ms"
-max_backoff = "50ms"
-[streams.destinations.breaker]
-failure_threshold = 2
-cooldown = "1h"
-"#,
-        data = abrq.p("data"),
-        listen = abrq.listen(),
-        lake = abrq.p("out/lake"),
-        archive = abrq.p("out/archive"),
-        mirror = abrq.p("out/mirror"),
-    )
+    Config::new(abrq)
+        .admin_token(TOKEN)
+        .stream(
+            Stream::new(STREAM, Source::http())
+                .destination(Destination::local("lake", abrq.p("out/lake")).format("jsonl"))
+                .destination(
+                    Destination::local("archive", abrq.p("out/archive"))
+                        .format("jsonl")
+                        .max_attempts(3)
+                        .backoff("10ms", "20ms")
+                        .failure_threshold(1000),
+                )
+                .destination(
+                    Destination::local("mirror", abrq.p("out/mirror"))
+                        .format("jsonl")
+                        .max_attempts(1000)
+                        .backoff("10ms", "50ms")
+                        .failure_threshold(2)
+                        .cooldown("1h"),
+                ),
+        )
+        .to_string()
 }
 
 fn body(tag: &str) -> String {

@@ -41,45 +41,26 @@ fn source_record(i: u64) -> Map<String, Value> {
 }
 
 fn config(abrq: &Abrq) -> String {
-    format!(
-        r#"
-data_dir = "{data}"
-
-[server]
-listen = "{listen}"
-
-[[streams]]
-name = "{STREAM}"
-[streams.source]
-engine = "file"
-path = "{source}"
-[streams.batch]
-max_records = 500
-
-[[streams.destinations]]
-name = "lake"
-engine = "local"
-database = "{lake}"
-prefix = "exports/orders"
-format = "jsonl.gz"
-date_partitioning = true
-manifest = true
-
-[[streams.destinations]]
-name = "reports"
-engine = "local"
-database = "{reports}"
-prefix = "orders"
-format = "csv"
-date_partitioning = true
-manifest = true
-"#,
-        data = abrq.p("data"),
-        listen = abrq.listen(),
-        source = abrq.p("orders.ndjson"),
-        lake = abrq.p("out/lake"),
-        reports = abrq.p("out/reports"),
-    )
+    Config::new(abrq)
+        .stream(
+            Stream::new(STREAM, Source::file(abrq.path("orders.ndjson")))
+                .max_records(500)
+                .destination(
+                    Destination::local("lake", abrq.p("out/lake"))
+                        .prefix("exports/orders")
+                        .format("jsonl.gz")
+                        .date_partitioning()
+                        .manifest(),
+                )
+                .destination(
+                    Destination::local("reports", abrq.p("out/reports"))
+                        .prefix("orders")
+                        .format("csv")
+                        .date_partitioning()
+                        .manifest(),
+                ),
+        )
+        .to_string()
 }
 
 #[tokio::test(flavor = "multi_thread")]

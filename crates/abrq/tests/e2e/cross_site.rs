@@ -11,34 +11,13 @@ use serde_json::Value;
 const EVIL: &str = "http://evil.example";
 
 fn config(abrq: &Abrq) -> String {
-    format!(
-        r#"data_dir = "{data}"
-
-[server]
-listen = "{listen}"
-
-[[streams]]
-name = "s"
-[streams.source]
-engine = "http"
-
-[[streams.destinations]]
-name = "lake"
-engine = "local"
-database = "{lake}"
-
-[[streams.destinations]]
-name = "broken"
-engine = "local"
-database = "{broken}"
-[streams.destinations.retry]
-max_attempts = 1
-"#,
-        data = abrq.p("data"),
-        listen = abrq.listen(),
-        lake = abrq.p("out/lake"),
-        broken = abrq.p("broken-file"),
-    )
+    Config::new(abrq)
+        .stream(
+            Stream::new("s", Source::http())
+                .destination(Destination::local("lake", abrq.p("out/lake")))
+                .destination(Destination::local("broken", abrq.p("broken-file")).max_attempts(1)),
+        )
+        .to_string()
 }
 
 /// A request as a browser would send it: no custom header, whatever

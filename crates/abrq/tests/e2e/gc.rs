@@ -15,38 +15,14 @@ use serde_json::Value;
 const STREAM: &str = "clicks";
 
 fn config(abrq: &Abrq) -> String {
-    format!(
-        r#"
-data_dir = "{data}"
-
-[server]
-listen = "{listen}"
-
-[spool]
-gc_interval = "100ms"
-
-[[streams]]
-name = "{STREAM}"
-[streams.source]
-engine = "http"
-
-[[streams.destinations]]
-name = "a"
-engine = "local"
-database = "{a}"
-format = "jsonl"
-
-[[streams.destinations]]
-name = "b"
-engine = "local"
-database = "{b}"
-format = "csv.gz"
-"#,
-        data = abrq.p("data"),
-        listen = abrq.listen(),
-        a = abrq.p("out/a"),
-        b = abrq.p("out/b"),
-    )
+    Config::new(abrq)
+        .gc_interval("100ms")
+        .stream(
+            Stream::new(STREAM, Source::http())
+                .destination(Destination::local("a", abrq.p("out/a")).format("jsonl"))
+                .destination(Destination::local("b", abrq.p("out/b")).format("csv.gz")),
+        )
+        .to_string()
 }
 
 /// One batch: three records tagged with the seq they should get.

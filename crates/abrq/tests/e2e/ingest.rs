@@ -13,32 +13,13 @@ const TOKEN: &str = "ingest-s3cret";
 const PATH: &str = "/v1/streams/signups/records";
 
 fn config(abrq: &Abrq) -> String {
-    format!(
-        r#"
-data_dir = "{data}"
-
-[server]
-listen = "{listen}"
-
-[[streams]]
-name = "{STREAM}"
-[streams.source]
-engine = "http"
-ingest_token = "{TOKEN}"
-max_body = "1KiB"
-[streams.batch]
-max_records = 2
-
-[[streams.destinations]]
-name = "out"
-engine = "local"
-database = "{out}"
-format = "jsonl"
-"#,
-        data = abrq.p("data"),
-        listen = abrq.listen(),
-        out = abrq.p("out"),
-    )
+    Config::new(abrq)
+        .stream(
+            Stream::new(STREAM, Source::http().ingest_token(TOKEN).max_body("1KiB"))
+                .max_records(2)
+                .destination(Destination::local("out", abrq.p("out")).format("jsonl")),
+        )
+        .to_string()
 }
 
 /// POST `body` to the ingest endpoint with the given token and headers.

@@ -11,27 +11,10 @@ use crate::common::*;
 
 const MAX_BODY: u64 = 2 << 20;
 
-fn config(abrq: &Abrq, extra_server: &str) -> String {
-    format!(
-        r#"
-data_dir = "{data}"
-[server]
-listen = "{listen}"
-{extra_server}
-[[streams]]
-name = "s"
-[streams.source]
-engine = "http"
-max_body = {MAX_BODY}
-[[streams.destinations]]
-name = "out"
-engine = "local"
-database = "{out}"
-format = "jsonl"
-"#,
-        data = abrq.p("data"),
-        listen = abrq.listen(),
-        out = abrq.p("out"),
+fn config(abrq: &Abrq) -> Config {
+    Config::new(abrq).stream(
+        Stream::new("s", Source::http().max_body(MAX_BODY as i64))
+            .destination(Destination::local("out", abrq.p("out")).format("jsonl")),
     )
 }
 
@@ -80,7 +63,7 @@ async fn post(
 #[tokio::test(flavor = "multi_thread")]
 async fn memory_stays_within_a_few_bodies_and_extra_requests_wait() {
     let mut abrq = Abrq::new();
-    abrq.write_config(&config(&abrq, "max_ingest_requests = 2"));
+    abrq.write_config(&config(&abrq).max_ingest_requests(2).to_string());
     abrq.start().await;
     let pid = abrq.pid().unwrap();
     // Nothing delivered meanwhile: the measure is ingest's alone.
@@ -119,7 +102,7 @@ async fn memory_stays_within_a_few_bodies_and_extra_requests_wait() {
 #[tokio::test(flavor = "multi_thread")]
 async fn idempotency_keys_are_checked_and_expire() {
     let mut abrq = Abrq::new();
-    abrq.write_config(&config(&abrq, "idempotency_window = \"2s\""));
+    abrq.write_config(&config(&abrq).idempotency_window("2s").to_string());
     abrq.start().await;
     let one = b"{\"a\":1}\n".to_vec();
     let two = b"{\"a\":2}\n".to_vec();
@@ -166,7 +149,7 @@ async fn idempotency_keys_are_checked_and_expire() {
 #[tokio::test(flavor = "multi_thread")]
 async fn without_the_token_unknown_streams_are_not_revealed() {
     let mut abrq = Abrq::new();
-    abrq.write_config(&config(&abrq, "admin_token = \"t0ken\""));
+    abrq.write_config(&config(&abrq).admin_token("t0ken").to_string());
     abrq.admin_token = Some("t0ken".into());
     abrq.start().await;
     for stream in ["s", "nope"] {

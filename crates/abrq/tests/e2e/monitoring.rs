@@ -180,45 +180,21 @@ fn dashboard_queries_parse() {
 }
 
 fn config(abrq: &Abrq) -> String {
-    format!(
-        r#"
-data_dir = "{data}"
-
-[server]
-listen = "{listen}"
-
-[spool]
-gc_interval = "100ms"
-
-[[streams]]
-name = "{STREAM}"
-[streams.source]
-engine = "http"
-
-[[streams.destinations]]
-name = "good"
-engine = "local"
-database = "{good}"
-format = "jsonl"
-
-[[streams.destinations]]
-name = "bad"
-engine = "local"
-database = "{bad}"
-format = "jsonl"
-[streams.destinations.retry]
-max_attempts = 3
-initial_backoff = "10ms"
-max_backoff = "20ms"
-[streams.destinations.breaker]
-failure_threshold = 2
-cooldown = "50ms"
-"#,
-        data = abrq.p("data"),
-        listen = abrq.listen(),
-        good = abrq.p("out/good"),
-        bad = abrq.p("out/bad"),
-    )
+    Config::new(abrq)
+        .gc_interval("100ms")
+        .stream(
+            Stream::new(STREAM, Source::http())
+                .destination(Destination::local("good", abrq.p("out/good")).format("jsonl"))
+                .destination(
+                    Destination::local("bad", abrq.p("out/bad"))
+                        .format("jsonl")
+                        .max_attempts(3)
+                        .backoff("10ms", "20ms")
+                        .failure_threshold(2)
+                        .cooldown("50ms"),
+                ),
+        )
+        .to_string()
 }
 
 #[tokio::test(flavor = "multi_thread")]

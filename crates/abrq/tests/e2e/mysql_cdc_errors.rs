@@ -9,38 +9,20 @@ use crate::common::*;
 use abrq_sinks::relational::sqlx::{self, MySqlPool};
 
 fn config(abrq: &Abrq, url: &str, table: &str, out: &str) -> String {
-    let url = reqwest::Url::parse(url).unwrap();
-    format!(
-        r#"
-data_dir = "{data}"
-[server]
-listen = "{listen}"
-
-[[streams]]
-name = "s"
-[streams.source]
-engine = "mysql"
-mode = "cdc"
-host = "{host}"
-port = {port}
-database = "test"
-username = "{user}"
-table = "{table}"
-snapshot = "never"
-[streams.batch]
-max_wait = "20ms"
-
-[[streams.destinations]]
-name = "out"
-engine = "local"
-database = "{out}"
-"#,
-        data = abrq.p("data"),
-        listen = abrq.listen(),
-        host = url.host_str().unwrap(),
-        port = url.port().unwrap_or(3306),
-        user = url.username(),
-    )
+    Config::new(abrq)
+        .stream(
+            Stream::new(
+                "s",
+                Source::mysql("cdc")
+                    .connection(url)
+                    .database("test")
+                    .table(table)
+                    .snapshot("never"),
+            )
+            .max_wait("20ms")
+            .destination(Destination::local("out", out)),
+        )
+        .to_string()
 }
 
 #[tokio::test(flavor = "multi_thread")]

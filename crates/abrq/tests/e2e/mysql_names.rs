@@ -20,9 +20,6 @@ const STREAM: &str = "people";
 const DL: &str = "/v1/streams/people/destinations/my/dead-letters";
 
 struct Server {
-    host: String,
-    port: u16,
-    user: String,
     password: String,
     url: String,
 }
@@ -30,60 +27,32 @@ struct Server {
 fn server(url: &str) -> Server {
     let u = reqwest::Url::parse(url).expect("database url");
     Server {
-        host: u.host_str().unwrap_or("127.0.0.1").to_string(),
-        port: u.port().unwrap_or(3306),
-        user: u.username().to_string(),
         password: u.password().unwrap_or_default().to_string(),
         url: url.to_string(),
     }
 }
 
 fn config(abrq: &Abrq, my: &Server, database: &str) -> String {
-    let password = if my.password.is_empty() {
-        String::new()
-    } else {
-        format!("password = \"{}\"\n", my.password)
+    let dest = Destination::mysql("my")
+        .connection(&my.url)
+        .database(database)
+        .table("people")
+        .max_attempts(3)
+        .backoff("10ms", "20ms")
+        .attempt_timeout("20s")
+        .failure_threshold(2)
+        .cooldown("1h");
+    let dest = match my.password.is_empty() {
+        true => dest,
+        false => dest.password(&my.password),
     };
-    format!(
-        r#"
-data_dir = "{data}"
-[server]
-listen = "{listen}"
-[[streams]]
-name = "{STREAM}"
-[streams.source]
-engine = "http"
-
-[[streams.destinations]]
-name = "my"
-engine = "mysql"
-host = "{host}"
-port = {port}
-database = "{database}"
-username = "{user}"
-{password}table = "people"
-[streams.destinations.retry]
-max_attempts = 3
-initial_backoff = "10ms"
-max_backoff = "20ms"
-attempt_timeout = "20s"
-[streams.destinations.breaker]
-failure_threshold = 2
-cooldown = "1h"
-
-[[streams.destinations]]
-name = "lake"
-engine = "local"
-database = "{lake}"
-format = "jsonl"
-"#,
-        data = abrq.p("data"),
-        listen = abrq.listen(),
-        host = my.host,
-        port = my.port,
-        user = my.user,
-        lake = abrq.p("out/lake"),
-    )
+    Config::new(abrq)
+        .stream(
+            Stream::new(STREAM, Source::http())
+                .destination(dest)
+                .destination(Destination::local("lake", abrq.p("out/lake")).format("jsonl")),
+        )
+        .to_string()
 }
 
 fn ndjson(records: &[Value]) -> String {

@@ -12,34 +12,20 @@ use crate::common::*;
 use abrq_sinks::relational::sqlx::{self, PgPool};
 
 fn config(abrq: &Abrq, url: &str, table: &str, slot: &str) -> String {
-    format!(
-        r#"
-data_dir = "{data}"
-[server]
-listen = "{listen}"
-
-[[streams]]
-name = "t"
-[streams.source]
-engine = "postgres"
-mode = "cdc"
-{conn}
-table = "{table}"
-slot = "{slot}"
-publication = "{slot}"
-[streams.batch]
-max_wait = "50ms"
-
-[[streams.destinations]]
-name = "out"
-engine = "local"
-database = "{out}"
-"#,
-        data = abrq.p("data"),
-        listen = abrq.listen(),
-        conn = pg::connection_toml(url),
-        out = abrq.p("out"),
-    )
+    Config::new(abrq)
+        .stream(
+            Stream::new(
+                "t",
+                Source::postgres("cdc")
+                    .connection(url)
+                    .table(table)
+                    .slot(slot)
+                    .publication(slot),
+            )
+            .max_wait("50ms")
+            .destination(Destination::local("out", abrq.p("out"))),
+        )
+        .to_string()
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -15,37 +15,25 @@ fn ca_file() -> String {
     })
 }
 
-fn config(abrq: &Abrq, schema: &str, slot: &str, tls: &str) -> String {
-    format!(
-        r#"
-data_dir = "{data}"
-[server]
-listen = "{listen}"
-
-[[streams]]
-name = "s"
-[streams.source]
-engine = "postgres"
-mode = "cdc"
-{src_conn}
-table = "{schema}.items"
-slot = "{slot}"
-publication = "{slot}"
-{tls}
-[streams.batch]
-max_wait = "20ms"
-
-[[streams.destinations]]
-name = "history"
-engine = "local"
-database = "{history}"
-format = "jsonl"
-"#,
-        data = abrq.p("data"),
-        listen = abrq.listen(),
-        src_conn = pg::connection_toml(&pg::cdc_url()),
-        history = abrq.p("out/history"),
-    )
+/// `tls = true`, trusting `ca_file` if given, else the public roots.
+fn config(abrq: &Abrq, schema: &str, slot: &str, ca_file: Option<&str>) -> String {
+    let source = Source::postgres("cdc")
+        .connection(&pg::cdc_url())
+        .table(&format!("{schema}.items"))
+        .slot(slot)
+        .publication(slot)
+        .tls(true);
+    let source = match ca_file {
+        Some(file) => source.tls_ca_file(file),
+        None => source,
+    };
+    Config::new(abrq)
+        .stream(
+            Stream::new("s", source)
+                .max_wait("20ms")
+                .destination(Destination::local("history", abrq.p("out/history")).format("jsonl")),
+        )
+        .to_string()
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -66,7 +54,7 @@ async fn changes_arrive_over_tls_and_an_untrusted_server_is_refused() {
 
     // the public roots do not vouch for the test server's certificate
     let mut abrq = Abrq::new();
-    abrq.write_config(&config(&abrq, &schema, &slot, "tls = true"));
+    abrq.write_config(&config(&abrq, &schema, &slot, None));
     abrq.start_live().await;
     let st = abrq
         .wait_status("s", "the source failing on TLS", |st| {
@@ -85,8 +73,7 @@ async fn changes_arrive_over_tls_and_an_untrusted_server_is_refused() {
     abrq.kill();
 
     let mut abrq = Abrq::new();
-    let tls = format!("tls = true\ntls_ca_file = \"{}\"", ca_file());
-    abrq.write_config(&config(&abrq, &schema, &slot, &tls));
+    abrq.write_config(&config(&abrq, &schema, &slot, Some(&ca_file())));
     abrq.start().await;
     abrq.wait_status("s", "the copy staged", |st| {
         st["source"]["position"]["snapshot"]["state"] == "done"

@@ -135,46 +135,29 @@ impl Db {
 }
 
 fn config(abrq: &Abrq, db: &Db) -> String {
-    let conn = pg::connection_toml(&pg::url());
-    format!(
-        r#"
-data_dir = "{data}"
-[server]
-listen = "{listen}"
-
-[[streams]]
-name = "{STREAM}"
-[streams.source]
-engine = "postgres"
-mode = "cursor"
-{conn}
-table = "{src}.orders"
-cursor = "updated_at"
-poll_interval = "100ms"
-[streams.batch]
-max_records = 700
-max_wait = "200ms"
-
-[[streams.destinations]]
-name = "replica"
-engine = "postgres"
-{conn}
-schema = "{dst}"
-table = "orders"
-mode = "upsert"
-
-[[streams.destinations]]
-name = "history"
-engine = "local"
-database = "{history}"
-format = "jsonl"
-"#,
-        data = abrq.p("data"),
-        listen = abrq.listen(),
-        src = db.src,
-        dst = db.dst,
-        history = abrq.p("out/history"),
-    )
+    let url = pg::url();
+    Config::new(abrq)
+        .stream(
+            Stream::new(
+                STREAM,
+                Source::postgres("cursor")
+                    .connection(&url)
+                    .table(&format!("{}.orders", db.src))
+                    .cursor("updated_at")
+                    .poll_interval("100ms"),
+            )
+            .max_records(700)
+            .max_wait("200ms")
+            .destination(
+                Destination::postgres("replica")
+                    .connection(&url)
+                    .schema(&db.dst)
+                    .table("orders")
+                    .mode("upsert"),
+            )
+            .destination(Destination::local("history", abrq.p("out/history")).format("jsonl")),
+        )
+        .to_string()
 }
 
 #[tokio::test(flavor = "multi_thread")]

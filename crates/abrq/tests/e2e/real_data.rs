@@ -338,61 +338,32 @@ impl Databases {
     }
 }
 
-/// Connection fields of a destination on `url`, database `database`.
-fn connection(url: &reqwest::Url, database: &str) -> String {
-    let mut out = format!(
-        "host = \"{}\"\nport = {}\ndatabase = \"{database}\"\nusername = \"{}\"\n",
-        url.host_str().unwrap_or("127.0.0.1"),
-        url.port().unwrap(),
-        url.username()
-    );
-    if let Some(p) = url.password() {
-        writeln!(out, "password = \"{p}\"").unwrap();
-    }
-    out
+fn config(abrq: &Abrq, ds: &DataSet, db: &Databases) -> String {
+    let pg = Destination::postgres("pg")
+        .connection(db.pg_url.as_str())
+        .schema(&db.schema)
+        .table(ds.stream);
+    let my = Destination::mysql("my")
+        .connection(db.my_url.as_str())
+        .database(&db.database)
+        .table(ds.stream);
+    Config::new(abrq)
+        .stream(
+            Stream::new(ds.stream, Source::file(abrq.path(ds.file)))
+                .max_records(ds.max_records as i64)
+                .destination(with_password(pg, &db.pg_url))
+                .destination(with_password(my, &db.my_url))
+                .destination(Destination::local("pq", abrq.p("out/pq")).format("parquet")),
+        )
+        .to_string()
 }
 
-fn config(abrq: &Abrq, ds: &DataSet, db: &Databases) -> String {
-    let pg_database = db.pg_url.path().trim_start_matches('/');
-    format!(
-        r#"data_dir = "{data}"
-[server]
-listen = "{listen}"
-[[streams]]
-name = "{stream}"
-[streams.source]
-engine = "file"
-path = "{input}"
-[streams.batch]
-max_records = {max_records}
-
-[[streams.destinations]]
-name = "pg"
-engine = "postgres"
-{pg}schema = "{schema}"
-table = "{stream}"
-
-[[streams.destinations]]
-name = "my"
-engine = "mysql"
-{my}table = "{stream}"
-
-[[streams.destinations]]
-name = "pq"
-engine = "local"
-database = "{out}"
-format = "parquet"
-"#,
-        data = abrq.p("data"),
-        listen = abrq.listen(),
-        stream = ds.stream,
-        input = abrq.p(ds.file),
-        max_records = ds.max_records,
-        pg = connection(&db.pg_url, pg_database),
-        schema = db.schema,
-        my = connection(&db.my_url, &db.database),
-        out = abrq.p("out/pq"),
-    )
+/// A password in the server's URL goes into the destination's table too.
+fn with_password(d: Destination, url: &reqwest::Url) -> Destination {
+    match url.password() {
+        Some(p) => d.password(p),
+        None => d,
+    }
 }
 
 /// Loads `ds` and checks what every destination made of it.

@@ -52,29 +52,14 @@ impl Ca {
     }
 }
 
-fn config(abrq: &Abrq, server: &str) -> String {
-    format!(
-        r#"data_dir = "{data}"
-
-[server]
-listen = "0.0.0.0:{port}"
-admin_token = "{TOKEN}"
-{server}
-
-[[streams]]
-name = "s"
-[streams.source]
-engine = "http"
-
-[[streams.destinations]]
-name = "lake"
-engine = "local"
-database = "{lake}"
-"#,
-        data = abrq.p("data"),
-        port = abrq.port,
-        lake = abrq.p("out/lake"),
-    )
+fn config(abrq: &Abrq) -> Config {
+    Config::new(abrq)
+        .listen(&format!("0.0.0.0:{}", abrq.port))
+        .admin_token(TOKEN)
+        .stream(
+            Stream::new("s", Source::http())
+                .destination(Destination::local("lake", abrq.p("out/lake"))),
+        )
 }
 
 fn install(abrq: &Abrq, leaf: &Leaf) {
@@ -124,12 +109,12 @@ async fn https_serves_the_api_reloads_its_certificate_on_sighup_and_the_cli_trus
     std::fs::write(abrq.path("ca.pem"), ca.cert.pem()).unwrap();
     let first = ca.leaf("first");
     install(&abrq, &first);
-    let tls = format!(
-        "tls_cert = \"{}\"\ntls_key = \"{}\"",
-        abrq.p("cert.pem"),
-        abrq.p("key.pem")
+    abrq.write_config(
+        &config(&abrq)
+            .tls_cert(abrq.path("cert.pem"))
+            .tls_key(abrq.path("key.pem"))
+            .to_string(),
     );
-    abrq.write_config(&config(&abrq, &tls));
     let cfg = abrq.config_path().display().to_string();
     let (status, stdout, stderr) = abrq.cli(&["check", "--config", &cfg]).await;
     assert!(status.success(), "check: {stdout}{stderr}");
@@ -229,7 +214,7 @@ async fn https_serves_the_api_reloads_its_certificate_on_sighup_and_the_cli_trus
 #[tokio::test(flavor = "multi_thread")]
 async fn off_loopback_needs_tls_or_allow_plaintext() {
     let abrq = Abrq::new();
-    abrq.write_config(&config(&abrq, ""));
+    abrq.write_config(&config(&abrq).to_string());
     let cfg = abrq.config_path().display().to_string();
     for verb in ["check", "run"] {
         let (status, _, stderr) = abrq.cli(&[verb, "--config", &cfg]).await;
@@ -242,8 +227,7 @@ async fn off_loopback_needs_tls_or_allow_plaintext() {
     std::net::TcpListener::bind(("0.0.0.0", abrq.port)).expect("port was left free");
 
     // One key without the other is named too.
-    let half = format!("tls_cert = \"{}\"", abrq.p("cert.pem"));
-    abrq.write_config(&config(&abrq, &half));
+    abrq.write_config(&config(&abrq).tls_cert(abrq.path("cert.pem")).to_string());
     let (status, _, stderr) = abrq.cli(&["check", "--config", &cfg]).await;
     assert!(!status.success() && stderr.contains("tls_key"), "{stderr}");
 }

@@ -15,38 +15,18 @@ const FIXTURE: &str = concat!(
 );
 
 fn config(abrq: &Abrq) -> String {
-    format!(
-        r#"
-data_dir = "{data}"
-[server]
-listen = "{listen}"
-# The fixture's request keys were staged when it was made; the default
-# window (24h) would expire them and the duplicate check below with them.
-idempotency_window = "100years"
-[[streams]]
-name = "orders"
-[streams.source]
-engine = "http"
-[[streams.destinations]]
-name = "done"
-engine = "local"
-database = "{out}/done"
-format = "jsonl"
-[[streams.destinations]]
-name = "lake"
-engine = "local"
-database = "{out}/lake"
-format = "jsonl"
-[[streams.destinations]]
-name = "broken"
-engine = "local"
-database = "{out}/broken"
-format = "jsonl"
-"#,
-        data = abrq.p("data"),
-        listen = abrq.listen(),
-        out = abrq.p("out"),
-    )
+    let out = abrq.path("out");
+    // The fixture's request keys were staged when it was made; the default
+    // window (24h) would expire them and the duplicate check below with them.
+    Config::new(abrq)
+        .idempotency_window("100years")
+        .stream(
+            Stream::new("orders", Source::http())
+                .destination(Destination::local("done", out.join("done")).format("jsonl"))
+                .destination(Destination::local("lake", out.join("lake")).format("jsonl"))
+                .destination(Destination::local("broken", out.join("broken")).format("jsonl")),
+        )
+        .to_string()
 }
 
 fn install_fixture(abrq: &Abrq) {

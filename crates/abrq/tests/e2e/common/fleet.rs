@@ -1,8 +1,8 @@
 //! One destination of each kind a test asks for, made fresh on the real
 //! services (bucket, container, directory, schema, database, topic), each
 //! network one optionally behind its own [`Proxy`], so a test can cut or
-//! stall it. Renders the destinations' TOML and reads each one back with
-//! `sinks`.
+//! stall it. Makes the destinations' config tables and reads each one back
+//! with `sinks`.
 //!
 //! The object destinations between them write every format (local
 //! `jsonl` with manifests, s3 `jsonl.gz` by date, azure `csv`, gcs
@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use abrq_testkit::{names, Azure, Ftps, Gcs, Kafka, Mysql, Postgres, ProxiedBroker, Proxy, S3};
 
 use super::sinks::{self, Found};
-use super::DestOutput;
+use super::{DestOutput, Destination};
 use abrq_sinks::relational::sqlx;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -75,8 +75,9 @@ enum Target {
 pub struct Dest {
     pub kind: Kind,
     target: Target,
-    /// The TOML lines that point abrq at it (through the proxy, if any).
-    lines: String,
+    /// Its table in the config: what points abrq at it (through the
+    /// proxy, if any).
+    config: Destination,
     proxy: Option<Proxy>,
     broker: Option<ProxiedBroker>,
 }
@@ -118,8 +119,9 @@ async fn maybe_proxy(upstream: &str, proxied: bool) -> (Option<Proxy>, String) {
     (Some(p), addr)
 }
 
-fn host_port(addr: &str) -> (&str, &str) {
-    addr.rsplit_once(':').expect("host:port")
+fn host_port(addr: &str) -> (&str, u16) {
+    let (host, port) = addr.rsplit_once(':').expect("host:port");
+    (host, port.parse().expect("a port"))
 }
 
 impl Fleet {
@@ -134,13 +136,13 @@ impl Fleet {
         let table = "records".to_string();
         let mut dests = Vec::new();
         for &kind in kinds {
-            let (target, lines, proxy, broker) = match kind {
+            let name = kind.engine();
+            let (target, config, proxy, broker) = match kind {
                 Kind::Local => (
                     Target::Local(local_root.clone()),
-                    format!(
-                        "database = \"{}\"\nformat = \"jsonl\"\nmanifest = true\n",
-                        local_root.display()
-                    ),
+                    Destination::local(name, &local_root)
+                        .format("jsonl")
+                        .manifest(),
                     None,
                     None,
                 ),
@@ -150,15 +152,16 @@ impl Fleet {
                     s3.create_bucket(&bucket).await.expect("s3 bucket");
                     let (up, _) = split_url(&s3.endpoint);
                     let (proxy, addr) = maybe_proxy(&up, proxied).await;
-                    let lines = format!(
-                        "host = \"http://{addr}\"\nregion = \"{}\"\ndatabase = \"{bucket}\"\n\
-                         username = \"{}\"\npassword = \"{}\"\nprefix = \"exports\"\n\
-                         format = \"jsonl.gz\"\ndate_partitioning = true\n",
-                        s3.region,
-                        s3.access_key_id,
-                        s3.secret_access_key.expose()
-                    );
-                    (Target::S3(bucket), lines, proxy, None)
+                    let config = Destination::s3(name)
+                        .host(&format!("http://{addr}"))
+                        .region(&s3.region)
+                        .database(&bucket)
+                        .username(&s3.access_key_id)
+                        .password(s3.secret_access_key.expose())
+                        .prefix("exports")
+                        .format("jsonl.gz")
+                        .date_partitioning();
+                    (Target::S3(bucket), config, proxy, None)
                 }
                 Kind::AzureBlob => {
                     let azure = Azure::from_env();
@@ -169,14 +172,14 @@ impl Fleet {
                         .expect("azure container");
                     let (up, path) = split_url(&azure.endpoint);
                     let (proxy, addr) = maybe_proxy(&up, proxied).await;
-                    let lines = format!(
-                        "host = \"http://{addr}{path}\"\ndatabase = \"{container}\"\n\
-                         username = \"{}\"\npassword = \"{}\"\nprefix = \"exports\"\n\
-                         format = \"csv\"\n",
-                        azure.account,
-                        azure.key.expose()
-                    );
-                    (Target::Azure(container), lines, proxy, None)
+                    let config = Destination::azure_blob(name)
+                        .host(&format!("http://{addr}{path}"))
+                        .database(&container)
+                        .username(&azure.account)
+                        .password(azure.key.expose())
+                        .prefix("exports")
+                        .format("csv");
+                    (Target::Azure(container), config, proxy, None)
                 }
                 Kind::Gcs => {
                     let gcs = Gcs::from_env();
@@ -184,11 +187,12 @@ impl Fleet {
                     gcs.create_bucket(&bucket).await.expect("gcs bucket");
                     let (up, _) = split_url(&gcs.endpoint);
                     let (proxy, addr) = maybe_proxy(&up, proxied).await;
-                    let lines = format!(
-                        "host = \"http://{addr}\"\ndatabase = \"{bucket}\"\n\
-                         prefix = \"exports\"\nformat = \"parquet\"\n"
-                    );
-                    (Target::Gcs(bucket), lines, proxy, None)
+                    let config = Destination::gcs(name)
+                        .host(&format!("http://{addr}"))
+                        .database(&bucket)
+                        .prefix("exports")
+                        .format("parquet");
+                    (Target::Gcs(bucket), config, proxy, None)
                 }
                 Kind::Ftp | Kind::Ftps => {
                     let ftps = Ftps::from_env();
@@ -202,23 +206,22 @@ impl Fleet {
                     // passive data connections go to the server's port.
                     let (proxy, addr) = maybe_proxy(&up, proxied).await;
                     let (host, port) = host_port(&addr);
-                    let mut lines = format!(
-                        "host = \"{host}\"\nport = {port}\ndatabase = \"/{dir}\"\n\
-                         username = \"{}\"\npassword = \"{}\"\n",
-                        ftp.user,
-                        ftp.password.expose()
-                    );
-                    let target = if kind == Kind::Ftp {
-                        lines.push_str("format = \"csv.gz\"\n");
-                        Target::Ftp(dir)
-                    } else {
-                        lines.push_str(&format!(
-                            "format = \"jsonl\"\ntls_ca_file = \"{}\"\n",
-                            ftps.ca_file.display()
-                        ));
-                        Target::Ftps(dir)
-                    };
-                    (target, lines, proxy, None)
+                    let config = match kind {
+                        Kind::Ftp => Destination::ftp(name),
+                        _ => Destination::ftps(name),
+                    }
+                    .host(host)
+                    .port(port)
+                    .database(format!("/{dir}"))
+                    .username(&ftp.user)
+                    .password(ftp.password.expose());
+                    match kind {
+                        Kind::Ftp => (Target::Ftp(dir), config.format("csv.gz"), proxy, None),
+                        _ => {
+                            let config = config.format("jsonl").tls_ca_file(&ftps.ca_file);
+                            (Target::Ftps(dir), config, proxy, None)
+                        }
+                    }
                 }
                 Kind::Postgres => {
                     let pg = Postgres::from_env();
@@ -229,11 +232,16 @@ impl Fleet {
                         .await
                         .expect("create schema");
                     pool.close().await;
-                    let lines = relational_lines(&pg.url, proxied, &table)
-                        .await
-                        .map(|(l, p)| (format!("{l}schema = \"{schema}\"\n"), p));
-                    let (lines, proxy) = lines.expect("postgres url");
-                    (Target::Postgres { schema }, lines, proxy, None)
+                    let (config, proxy) =
+                        relational(Destination::postgres(name), &pg.url, proxied, &table).await;
+                    (
+                        Target::Postgres {
+                            schema: schema.clone(),
+                        },
+                        config.schema(&schema),
+                        proxy,
+                        None,
+                    )
                 }
                 Kind::Mysql => {
                     let my = Mysql::from_env();
@@ -245,10 +253,9 @@ impl Fleet {
                         .expect("create database");
                     pool.close().await;
                     let url = my.url_for(&database).expect("mysql url");
-                    let (lines, proxy) = relational_lines(&url, proxied, &table)
-                        .await
-                        .expect("mysql url");
-                    (Target::Mysql { database }, lines, proxy, None)
+                    let (config, proxy) =
+                        relational(Destination::mysql(name), &url, proxied, &table).await;
+                    (Target::Mysql { database }, config, proxy, None)
                 }
                 Kind::Kafka => {
                     let broker = match proxied {
@@ -259,17 +266,18 @@ impl Fleet {
                         .as_ref()
                         .map_or_else(|| Kafka::from_env().brokers, |b| b.brokers());
                     let topic = sinks::create_topic(&brokers, "e2e", 4).await;
-                    let mut lines = format!("host = \"{brokers}\"\ndatabase = \"{topic}\"\n");
-                    if let Some(k) = partition_key {
-                        lines.push_str(&format!("partition_key = \"{k}\"\n"));
-                    }
-                    (Target::Kafka { brokers, topic }, lines, None, broker)
+                    let config = Destination::kafka(name).host(&brokers).database(&topic);
+                    let config = match partition_key {
+                        Some(k) => config.partition_key(k),
+                        None => config,
+                    };
+                    (Target::Kafka { brokers, topic }, config, None, broker)
                 }
             };
             dests.push(Dest {
                 kind,
                 target,
-                lines,
+                config,
                 proxy,
                 broker,
             });
@@ -277,19 +285,16 @@ impl Fleet {
         Fleet { dests, table }
     }
 
-    /// Every destination's `[[streams.destinations]]` table; `extra(d)` is
-    /// appended to each (retry and breaker tables, say).
-    pub fn toml(&self, extra: impl Fn(&Dest) -> String) -> String {
-        let mut out = String::new();
-        for d in &self.dests {
-            out.push_str(&format!(
-                "\n[[streams.destinations]]\nname = \"{0}\"\nengine = \"{0}\"\n{1}{2}",
-                d.name(),
-                d.lines,
-                extra(d)
-            ));
-        }
-        out
+    /// Every destination's table, each passed through `adjust` (to add its
+    /// retry and breaker tables, say).
+    pub fn destinations(
+        &self,
+        adjust: impl Fn(&Dest, Destination) -> Destination,
+    ) -> Vec<Destination> {
+        self.dests
+            .iter()
+            .map(|d| adjust(d, d.config.clone()))
+            .collect()
     }
 
     /// An object destination's files, read straight from the service.
@@ -403,25 +408,27 @@ impl Fleet {
     }
 }
 
-/// host, port, database, username (and password) of a relational URL,
-/// through a proxy when asked for.
-async fn relational_lines(
+/// `config` pointed at the relational server and database of `url`
+/// (through a proxy when asked for), writing to `table`.
+async fn relational(
+    config: Destination,
     url: &str,
     proxied: bool,
     table: &str,
-) -> Result<(String, Option<Proxy>), String> {
-    let u = reqwest::Url::parse(url).map_err(|e| e.to_string())?;
+) -> (Destination, Option<Proxy>) {
+    let u = reqwest::Url::parse(url).unwrap_or_else(|e| panic!("bad url {url}: {e}"));
     let (up, path) = split_url(url);
     let (proxy, addr) = maybe_proxy(&up, proxied).await;
     let (host, port) = host_port(&addr);
-    let mut lines = format!(
-        "host = \"{host}\"\nport = {port}\ndatabase = \"{}\"\nusername = \"{}\"\n\
-         table = \"{table}\"\n",
-        path.trim_start_matches('/'),
-        u.username()
-    );
-    if let Some(p) = u.password() {
-        lines.push_str(&format!("password = \"{p}\"\n"));
-    }
-    Ok((lines, proxy))
+    let config = config
+        .host(host)
+        .port(port)
+        .database(path.trim_start_matches('/'))
+        .username(u.username())
+        .table(table);
+    let config = match u.password() {
+        Some(p) => config.password(p),
+        None => config,
+    };
+    (config, proxy)
 }

@@ -7,12 +7,13 @@
 //! with a generous deadline (CI has 2 cores and runs these in parallel) and
 //! fail fast, with the server's log, if the process dies meanwhile.
 //!
-//! `process` runs the binary, `api` speaks its HTTP API, `metrics` parses
-//! `/metrics`, `output` reads what a local destination wrote; `sinks`
-//! reads every other destination kind back, `fleet` provisions one of
-//! each, `feed` produces records and `oracle` checks conservation; `pg`
-//! serves the database-source tests; `browser` drives Chromium for the
-//! console; `turns` gives a test that times things the machine alone.
+//! `process` runs the binary, `config` builds its config file, `api`
+//! speaks its HTTP API, `metrics` parses `/metrics`, `output` reads what a
+//! local destination wrote; `sinks` reads every other destination kind
+//! back, `fleet` provisions one of each, `feed` produces records and
+//! `oracle` checks conservation; `pg` serves the database-source tests;
+//! `browser` drives Chromium for the console; `turns` gives a test that
+//! times things the machine alone.
 
 use std::fs::OpenOptions;
 use std::io::Write;
@@ -23,6 +24,7 @@ use serde_json::Value;
 
 pub mod api;
 pub mod browser;
+pub mod config;
 pub mod feed;
 pub mod fleet;
 pub mod metrics;
@@ -34,6 +36,7 @@ pub mod process;
 pub mod sinks;
 pub mod turns;
 
+pub use config::{Config, Destination, Source, Stream};
 pub use metrics::Metrics;
 pub use output::*;
 pub use process::Abrq;

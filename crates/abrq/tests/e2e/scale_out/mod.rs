@@ -58,37 +58,16 @@ async fn three_processes_survive_sigkill_of_holders() {
 async fn survive_sigkill(alone: &Alone) {
     let state = Database::fresh("state").await;
     let sink = Database::fresh("sink").await;
-    let sink_url = reqwest::Url::parse(&sink.url).expect("sink url");
-    let dests = format!(
-        r#"
-[[streams.destinations]]
-name = "lake_a"
-engine = "local"
-database = "{{shared}}/lake_a"
-format = "jsonl"
-
-[[streams.destinations]]
-name = "lake_b"
-engine = "local"
-database = "{{shared}}/lake_b"
-format = "jsonl"
-
-[[streams.destinations]]
-name = "pg"
-engine = "postgres"
-host = "{host}"
-port = {port}
-database = "{db}"
-username = "{user}"
-schema = "public"
-table = "orders"
-"#,
-        host = sink_url.host_str().unwrap_or("127.0.0.1"),
-        port = sink_url.port().unwrap_or(5432),
-        db = sink.name,
-        user = sink_url.username(),
-    );
-    let mut c = Nodes::new(alone, 3, &state, &["lake_a", "lake_b", "pg"], &dests);
+    let mut c = Nodes::new(alone, 3, &state, |shared| {
+        vec![
+            Destination::local("lake_a", shared.join("lake_a")).format("jsonl"),
+            Destination::local("lake_b", shared.join("lake_b")).format("jsonl"),
+            Destination::postgres("pg")
+                .connection(&sink.url)
+                .schema("public")
+                .table("orders"),
+        ]
+    });
     let input = c.input();
     append_ndjson(&input, (0..2_000).map(record));
     for i in 0..3 {
@@ -279,20 +258,12 @@ async fn operator_actions_through_one_node_reach_the_holder_on_another() {
 
 async fn operator_actions(alone: &Alone) {
     let state = Database::fresh("ops").await;
-    let dests = r#"
-[[streams.destinations]]
-name = "lake_a"
-engine = "local"
-database = "{shared}/lake_a"
-format = "jsonl"
-
-[[streams.destinations]]
-name = "lake_b"
-engine = "local"
-database = "{shared}/lake_b"
-format = "jsonl"
-"#;
-    let mut c = Nodes::new(alone, 3, &state, &["lake_a", "lake_b"], dests);
+    let mut c = Nodes::new(alone, 3, &state, |shared| {
+        vec![
+            Destination::local("lake_a", shared.join("lake_a")).format("jsonl"),
+            Destination::local("lake_b", shared.join("lake_b")).format("jsonl"),
+        ]
+    });
     let input = c.input();
     append_ndjson(&input, (0..3_000).map(record));
     for i in 0..3 {

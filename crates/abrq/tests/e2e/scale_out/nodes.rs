@@ -1,6 +1,6 @@
 //! The `abrq run` processes of one test, on one shared state.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use abrq_sinks::relational::sqlx::PgPool;
@@ -26,56 +26,39 @@ pub(super) struct Nodes {
 
 impl Nodes {
     /// `n` processes whose configs differ only in `node_id`, `listen` and
-    /// `data_dir`; `destinations` is the `[[streams.destinations]]` TOML,
-    /// with `{shared}` standing for the shared directory.
+    /// `data_dir`; `destinations(shared)` are the stream's destinations,
+    /// given the shared directory.
     pub(super) fn new(
         alone: &Alone,
         n: usize,
         state: &Database,
-        destinations: &[&str],
-        dest_toml: &str,
+        destinations: impl Fn(&Path) -> Vec<Destination>,
     ) -> Nodes {
         let shared = tempfile::Builder::new()
             .prefix("abrq-scale-")
             .tempdir()
             .expect("create the shared dir");
-        let dest_toml = dest_toml.replace("{shared}", &shared.path().display().to_string());
         let input = shared.path().join("orders.ndjson");
+        let dests = destinations(shared.path());
         let nodes: Vec<Abrq> = (0..n).map(|_| alone.abrq()).collect();
         for (i, node) in nodes.iter().enumerate() {
-            node.write_config(&format!(
-                r#"
-data_dir = "{data}"
-
-[state]
-url = "{url}"
-node_id = "node-{i}"
-lease_timeout = "{lease}s"
-heartbeat = "{heartbeat}s"
-
-[server]
-listen = "{listen}"
-
-[[streams]]
-name = "{STREAM}"
-[streams.source]
-engine = "file"
-path = "{input}"
-follow = true
-[streams.batch]
-max_records = 500
-max_wait = "200ms"
-{dest_toml}"#,
-                data = node.p("data"),
-                url = state.url,
-                lease = LEASE_TIMEOUT.as_secs(),
-                heartbeat = HEARTBEAT.as_secs(),
-                listen = node.listen(),
-                input = input.display(),
-            ));
+            node.write_config(
+                &Config::new(node)
+                    .state_url(&state.url)
+                    .node_id(&Self::node_id(i))
+                    .lease_timeout(&format!("{}s", LEASE_TIMEOUT.as_secs()))
+                    .heartbeat(&format!("{}s", HEARTBEAT.as_secs()))
+                    .stream(
+                        Stream::new(STREAM, Source::file(&input).follow())
+                            .max_records(500)
+                            .max_wait("200ms")
+                            .destinations(dests.clone()),
+                    )
+                    .to_string(),
+            );
         }
         let mut resources = vec![source_resource()];
-        resources.extend(destinations.iter().map(|d| drain_resource(d)));
+        resources.extend(dests.iter().map(|d| drain_resource(d.name())));
         Nodes {
             shared,
             instances: vec![None; n],

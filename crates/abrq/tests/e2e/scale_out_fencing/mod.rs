@@ -60,51 +60,23 @@ impl Drop for Frozen {
 }
 
 fn config(abrq: &Abrq, node: &str, url: &str, shared: &Path) -> String {
-    let dests: String = DESTS
-        .iter()
-        .map(|d| {
-            format!(
-                r#"
-[[streams.destinations]]
-name = "{d}"
-engine = "local"
-database = "{root}"
-format = "jsonl"
-manifest = true
-"#,
-                root = shared.join("out").join(d).display()
-            )
-        })
-        .collect();
-    format!(
-        r#"
-data_dir = "{data}"
-
-[state]
-url = "{url}"
-node_id = "{node}"
-lease_timeout = "{lease}s"
-heartbeat = "{beat}s"
-
-[server]
-listen = "{listen}"
-
-[[streams]]
-name = "{STREAM}"
-[streams.source]
-engine = "file"
-path = "{input}"
-follow = true
-[streams.batch]
-max_records = 200
-max_wait = "100ms"
-{dests}"#,
-        data = abrq.p("data"),
-        lease = LEASE_TIMEOUT.as_secs(),
-        beat = HEARTBEAT.as_secs(),
-        listen = abrq.listen(),
-        input = shared.join("orders.ndjson").display(),
-    )
+    let dests = DESTS.iter().map(|d| {
+        Destination::local(d, shared.join("out").join(d))
+            .format("jsonl")
+            .manifest()
+    });
+    Config::new(abrq)
+        .state_url(url)
+        .node_id(node)
+        .lease_timeout(&format!("{}s", LEASE_TIMEOUT.as_secs()))
+        .heartbeat(&format!("{}s", HEARTBEAT.as_secs()))
+        .stream(
+            Stream::new(STREAM, Source::file(shared.join("orders.ndjson")).follow())
+                .max_records(200)
+                .max_wait("100ms")
+                .destinations(dests),
+        )
+        .to_string()
 }
 
 #[tokio::test(flavor = "multi_thread")]
