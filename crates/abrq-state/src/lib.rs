@@ -23,3 +23,13 @@ pub use store::{
     SpoolWrite, StateRead, StateStore, StateWrite, StoreError, StoreResult,
 };
 pub use types::*;
+
+/// Every store trait, for code that calls the store's methods on a
+/// concrete backend (`use abrq_state::prelude::*`).
+pub mod prelude {
+    pub use crate::lease::LeaseStore;
+    pub use crate::store::{
+        AuditRead, AuditWrite, DeadLettersRead, DeadLettersWrite, MarksRead, MarksWrite, SpoolRead,
+        SpoolWrite, StateRead, StateStore, StateWrite,
+    };
+}

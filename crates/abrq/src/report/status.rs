@@ -90,7 +90,11 @@ pub fn source_table(body: &Value) -> String {
             ),
             position,
             lag.join(", "),
-            text(&src["error"]),
+            match src["recovery"].as_str() {
+                // stopped: the operator's next step beside the cause
+                Some(r) => format!("{}; recovery: {r}", text(&src["error"])),
+                None => text(&src["error"]),
+            },
         ]);
         t.add_row(row);
     }

@@ -1,0 +1,316 @@
+//! One run of `n` processes on a fresh state database, and what the state
+//! database says meanwhile: progress, how the leases spread, connections.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use abrq_sinks::relational::sqlx::{self, postgres::PgPool};
+use tokio::process::{Child, Command};
+
+use super::delay_proxy::DelayProxy;
+use super::proc_stat::{busy_share, cpu_of, cpu_ticks, ticks_of};
+use super::report::run_line;
+use super::{
+    pool, with_database, RunResult, ScaleOutArgs, APP, DESTINATIONS, POLL, RESOURCES, STATE_DB,
+    STREAMS,
+};
+
+/// What every run shares.
+pub(super) struct Ctx<'a> {
+    pub(super) a: &'a ScaleOutArgs,
+    pub(super) abrq: &'a Path,
+    pub(super) config: &'a Path,
+    pub(super) work: &'a Path,
+    pub(super) admin: &'a PgPool,
+    pub(super) schema: &'a str,
+    pub(super) proxy: Option<&'a DelayProxy>,
+    pub(super) clk_tck: f64,
+}
+
+/// One sample of the state database's progress.
+#[derive(Default)]
+struct Progress {
+    staged: bool,
+    drained: bool,
+}
+
+impl Ctx<'_> {
+    /// Every round: one process and the scaled-out ones, in turns.
+    pub(super) async fn rounds(&self) -> anyhow::Result<(Vec<RunResult>, Vec<RunResult>)> {
+        let a = self.a;
+        let (mut one, mut many) = (Vec::new(), Vec::new());
+        for round in 0..a.rounds {
+            // alternate which goes first, so neither always meets a warm server
+            let order = match round % 2 {
+                0 => [1, a.processes],
+                _ => [a.processes, 1],
+            };
+            for n in order {
+                let r = self.measure(n, round).await?;
+                println!("round {round}: {}", run_line(n, &r, self.proxy.is_some()));
+                if n == 1 {
+                    one.push(r);
+                } else {
+                    many.push(r);
+                }
+            }
+        }
+        Ok((one, many))
+    }
+
+    /// One run of `n` processes on a fresh state database and a fresh
+    /// destination schema.
+    async fn measure(&self, n: usize, round: u32) -> anyhow::Result<RunResult> {
+        let a = self.a;
+        sqlx::query(&format!("DROP DATABASE IF EXISTS {STATE_DB} WITH (FORCE)"))
+            .execute(self.admin)
+            .await?;
+        sqlx::query(&format!("CREATE DATABASE {STATE_DB}"))
+            .execute(self.admin)
+            .await?;
+        let schema = self.schema;
+        sqlx::query(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
+            .execute(self.admin)
+            .await?;
+        sqlx::query(&format!("CREATE SCHEMA {schema}"))
+            .execute(self.admin)
+            .await?;
+        let state = pool(&with_database(&a.postgres_url, STATE_DB)?).await?;
+        let run_dir = self.work.join(format!("round{round}-{n}"));
+        let (before_trips, before_ticks) =
+            (self.proxy.map_or(0, |p| p.round_trips()), cpu_ticks()?);
+        let before_server = ticks_of("postgres");
+        let mut procs = Vec::new();
+        for i in 0..n {
+            procs.push(self.spawn(&run_dir, i)?);
+        }
+        let start = Instant::now();
+        let result = self.watch(&state, &mut procs, start, n).await;
+        let secs = start.elapsed().as_secs_f64();
+        let busy = busy_share(before_ticks, cpu_ticks()?);
+        let cpu_secs: f64 = procs
+            .iter()
+            .filter_map(|p| p.child.id())
+            .map(|pid| cpu_of(pid) / self.clk_tck)
+            .sum();
+        let server_cpu_secs = ticks_of("postgres")
+            .iter()
+            .map(|(pid, t)| t - before_server.get(pid).copied().unwrap_or(0.0))
+            .sum::<f64>()
+            / self.clk_tck;
+        let held = held(&state).await.unwrap_or_default();
+        let claims: i64 =
+            sqlx::query_scalar("SELECT COALESCE(sum(epoch), 0)::bigint FROM abrq.leases")
+                .fetch_one(&state)
+                .await
+                .unwrap_or(0);
+        stop(&mut procs).await;
+        state.close().await;
+        let samples = match result {
+            Ok(s) => s,
+            Err(e) => {
+                let logs: Vec<String> = procs.iter().map(|p| tail(&p.log)).collect();
+                anyhow::bail!("{e:#}\n{}", logs.join("\n"));
+            }
+        };
+        let mut wrong_rows = Vec::new();
+        for s in 0..STREAMS {
+            for d in 0..DESTINATIONS {
+                let table = format!("{schema}.s{s}_d{d}");
+                let rows: i64 = sqlx::query_scalar(&format!("SELECT count(*) FROM {table}"))
+                    .fetch_one(self.admin)
+                    .await?;
+                if rows as u64 != a.records {
+                    wrong_rows.push(format!("{table} has {rows} rows"));
+                }
+            }
+        }
+        let round_trips = self.proxy.map_or(0, |p| p.round_trips()) - before_trips;
+        let deliveries = a.records as f64 * (STREAMS * DESTINATIONS) as f64;
+        let secs = samples.drained_secs.unwrap_or(secs);
+        Ok(RunResult {
+            secs,
+            rate: deliveries / secs,
+            spread_secs: samples.spread_secs,
+            staged_secs: samples.staged_secs.unwrap_or(secs),
+            round_trips,
+            cpu_secs,
+            server_cpu_secs,
+            busy,
+            state_open_max: samples.open_max,
+            state_busy_mean: samples.busy_sum / samples.count.max(1) as f64,
+            state_busy_max: samples.busy_max,
+            claims,
+            held,
+            wrong_rows,
+        })
+    }
+
+    fn spawn(&self, run_dir: &Path, i: usize) -> anyhow::Result<Proc> {
+        let data = run_dir.join(format!("node{i}"));
+        std::fs::create_dir_all(&data)?;
+        let log = run_dir.join(format!("node{i}.log"));
+        let port = std::net::TcpListener::bind("127.0.0.1:0")?
+            .local_addr()?
+            .port();
+        let child = Command::new(self.abrq)
+            .arg("run")
+            .arg("--config")
+            .arg(self.config)
+            .arg("--no-progress")
+            .env("ABRQ_NODE_ID", format!("node{i}"))
+            .env("ABRQ_PORT", port.to_string())
+            .env("ABRQ_DATA_DIR", &data)
+            .env("ABRQ_LOG", "info")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::fs::File::create(&log)?)
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| anyhow::anyhow!("cannot start {}: {e}", self.abrq.display()))?;
+        Ok(Proc { child, log })
+    }
+
+    /// Polls the state database until every destination drained.
+    async fn watch(
+        &self,
+        state: &PgPool,
+        procs: &mut [Proc],
+        start: Instant,
+        n: usize,
+    ) -> anyhow::Result<Samples> {
+        let mut s = Samples::default();
+        let limit = Duration::from_secs(self.a.timeout_secs);
+        loop {
+            for p in procs.iter_mut() {
+                if let Some(status) = p.child.try_wait()? {
+                    anyhow::bail!("an abrq process exited early ({status})");
+                }
+            }
+            anyhow::ensure!(start.elapsed() < limit, "not drained after {limit:?}");
+            let p = progress(state, self.a.records).await.unwrap_or_default();
+            let at = start.elapsed().as_secs_f64();
+            if p.staged && s.staged_secs.is_none() {
+                s.staged_secs = Some(at);
+            }
+            if s.spread_secs.is_none() && spread(state, n).await.unwrap_or(false) {
+                s.spread_secs = Some(at);
+            }
+            if let Ok((open, busy)) = state_connections(self.admin).await {
+                s.count += 1;
+                s.busy_sum += busy as f64;
+                s.busy_max = s.busy_max.max(busy);
+                s.open_max = s.open_max.max(open);
+            }
+            if p.drained {
+                s.drained_secs = Some(at);
+                return Ok(s);
+            }
+            tokio::time::sleep(POLL).await;
+        }
+    }
+}
+
+#[derive(Default)]
+struct Samples {
+    drained_secs: Option<f64>,
+    staged_secs: Option<f64>,
+    spread_secs: Option<f64>,
+    count: u64,
+    busy_sum: f64,
+    busy_max: i64,
+    open_max: i64,
+}
+
+struct Proc {
+    child: Child,
+    log: PathBuf,
+}
+
+/// Every source staged its whole file; every destination's durable mark is
+/// the stream's last staged seq.
+async fn progress(state: &PgPool, records: u64) -> anyhow::Result<Progress> {
+    let rows: Vec<(i64, Option<String>, i64, Option<i64>)> = sqlx::query_as(
+        "SELECT s.last_seq, s.cursor, count(d.id), min(d.hwm)
+         FROM abrq.streams s LEFT JOIN abrq.destinations d ON d.stream_id = s.id
+         GROUP BY s.id, s.last_seq, s.cursor",
+    )
+    .fetch_all(state)
+    .await?;
+    let lines = |cursor: &Option<String>| {
+        cursor
+            .as_deref()
+            .and_then(|c| serde_json::from_str::<serde_json::Value>(c).ok())
+            .and_then(|v| v["lines"].as_u64())
+            .unwrap_or(0)
+    };
+    let staged = rows.len() == STREAMS && rows.iter().all(|r| lines(&r.1) == records);
+    let drained = staged
+        && rows
+            .iter()
+            .all(|r| r.2 == DESTINATIONS as i64 && r.3 == Some(r.0) && r.0 > 0);
+    Ok(Progress { staged, drained })
+}
+
+/// Every resource held, by `n` processes, none holding two more than
+/// another.
+async fn spread(state: &PgPool, n: usize) -> anyhow::Result<bool> {
+    let held = held(state).await?;
+    let counts: Vec<i64> = held.iter().map(|h| h.1).collect();
+    let (lo, hi) = (
+        counts.iter().copied().min().unwrap_or(0),
+        counts.iter().copied().max().unwrap_or(0),
+    );
+    Ok(held.len() == n && counts.iter().sum::<i64>() == RESOURCES as i64 && hi - lo <= 1)
+}
+
+/// Live leases per node.
+async fn held(state: &PgPool) -> anyhow::Result<Vec<(String, i64)>> {
+    Ok(sqlx::query_as(
+        "SELECT node_id, count(*) FROM abrq.leases
+         WHERE instance IS NOT NULL AND expires_at >= abrq.clock_ms()
+         GROUP BY node_id ORDER BY node_id",
+    )
+    .fetch_all(state)
+    .await?)
+}
+
+/// abrq's connections to the state database: open, and not idle.
+async fn state_connections(admin: &PgPool) -> anyhow::Result<(i64, i64)> {
+    Ok(sqlx::query_as(
+        "SELECT count(*), count(*) FILTER (WHERE state <> 'idle')
+         FROM pg_stat_activity
+         WHERE datname = $1 AND application_name <> $2 AND backend_type = 'client backend'",
+    )
+    .bind(STATE_DB)
+    .bind(APP)
+    .fetch_one(admin)
+    .await?)
+}
+
+/// SIGTERM (each hands its leases back), then SIGKILL after 15 s.
+async fn stop(procs: &mut [Proc]) {
+    for p in procs.iter() {
+        if let Some(pid) = p.child.id() {
+            let _ = std::process::Command::new("kill")
+                .args(["-TERM", &pid.to_string()])
+                .status();
+        }
+    }
+    for p in procs.iter_mut() {
+        if tokio::time::timeout(Duration::from_secs(15), p.child.wait())
+            .await
+            .is_err()
+        {
+            let _ = p.child.kill().await;
+        }
+    }
+}
+
+/// The last lines of a process's log, for a failed run.
+fn tail(log: &Path) -> String {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    let from = lines.len().saturating_sub(20);
+    format!("--- {} ---\n{}", log.display(), lines[from..].join("\n"))
+}
