@@ -229,6 +229,12 @@ async fn a_stopped_source_runs_again_when_the_operator_restarts_it() {
     // not `start`: /readyz is not meant to answer 200 now
     let path = abrq.config_path().display().to_string();
     abrq.spawn(&["run", "--config", &path]);
+    let healthz = format!("{}/healthz", abrq.base());
+    wait_until(LONG, "abrq to answer /healthz", async || {
+        abrq.assert_alive();
+        matches!(abrq.http.get(&healthz).send().await, Ok(r) if r.status().is_success())
+    })
+    .await;
     let st = abrq
         .wait_status("t", "the source stopped: its table does not exist", |st| {
             st["source"]["state"] == "stopped"
