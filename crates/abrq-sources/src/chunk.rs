@@ -1,6 +1,6 @@
 //! The unit a source hands to the engine.
 
-use abrq_core::Item;
+use abrq_core::{Item, TableRef};
 use abrq_state::payload;
 use serde_json::{Map, Value};
 
@@ -75,6 +75,20 @@ impl Chunk {
         if next.cursor.is_some() {
             self.cursor = next.cursor;
         }
+    }
+
+    /// Makes the records read a page of `table`: its scope and columns go
+    /// first (every batch describes itself), and the cursor is the last
+    /// row's `position`.
+    pub fn close_page(
+        &mut self,
+        table: TableRef,
+        columns: Map<String, Value>,
+        position: &impl serde::Serialize,
+    ) {
+        let scope = Item::Table(table);
+        self.items.splice(0..0, [scope, Item::Schema { columns }]);
+        self.cursor = Some(serde_json::to_string(position).expect("a position serializes"));
     }
 
     pub fn is_full(&self, limits: Limits) -> bool {

@@ -4,9 +4,26 @@
 //! config, so a key of the wrong engine fails at startup naming the key,
 //! the engine and the line.
 
-use abrq_core::config::Config;
+use abrq_core::config::{Config, SourceConfig, Text};
 
 use crate::registry::check;
+
+/// A text key's value; None when unset or empty.
+pub(crate) fn text(t: &Option<Text>) -> Option<String> {
+    t.as_ref()
+        .map(|t| t.as_str().to_string())
+        .filter(|s| !s.is_empty())
+}
+
+/// An error about `key` of the source `cfg`: its line (the table's when
+/// the key is unset), the key and the engine.
+pub(crate) fn key_error(cfg: &SourceConfig, key: &str, why: String) -> String {
+    let line = cfg.options.line_of(key).unwrap_or(cfg.line);
+    format!(
+        "line {line}: streams.source.{key}: {why} (engine \"{}\")",
+        cfg.engine.as_str()
+    )
+}
 
 /// Checks every stream's source.
 pub fn validate(config: &Config) -> Result<(), String> {

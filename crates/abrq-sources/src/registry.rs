@@ -129,7 +129,7 @@ fn open_postgres(spec: &SourceSpec<'_>) -> Result<Box<dyn Source>, SourceError> 
     let settings = PostgresSettings::from_config(spec.config).map_err(invalid)?;
     Ok(match settings.mode {
         postgres::Mode::Cursor => Box::new(PgCursorSource::new(settings, spec.cursor)?),
-        postgres::Mode::Cdc => Box::new(PgCdcSource::open(settings, spec.stream, spec.cursor)?),
+        postgres::Mode::Cdc => Box::new(PgCdcSource::open(settings, spec)?),
     })
 }
 
@@ -137,6 +137,6 @@ fn open_mysql(spec: &SourceSpec<'_>) -> Result<Box<dyn Source>, SourceError> {
     let settings = MysqlSettings::from_config(spec.config).map_err(invalid)?;
     Ok(match settings.mode {
         mysql::Mode::Cursor => Box::new(MysqlCursorSource::new(settings, spec.cursor)?),
-        mysql::Mode::Cdc => Box::new(MysqlCdcSource::open(settings, spec.stream, spec.cursor)?),
+        mysql::Mode::Cdc => Box::new(MysqlCdcSource::open(settings, spec)?),
     })
 }

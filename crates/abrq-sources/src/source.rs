@@ -68,6 +68,29 @@ pub trait Source: Send {
     async fn check(&mut self) -> Result<String, SourceError>;
 }
 
+/// The cursor the store holds (None: nothing staged yet), as the source at
+/// `at` wrote it.
+pub fn stored_cursor<T: serde::de::DeserializeOwned>(
+    text: Option<&str>,
+    at: impl FnOnce() -> String,
+) -> Result<Option<T>, SourceError> {
+    let parsed = text.map(parse_cursor).transpose();
+    parsed.map_err(|e| e.at(at()))
+}
+
+/// A cursor the store holds, as the source that wrote it reads it back; a
+/// cursor of another source (the config changed engine) is a definite
+/// failure.
+pub fn parse_cursor<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, SourceError> {
+    serde_json::from_str(text).map_err(|e| {
+        SourceError::caused(
+            crate::error::Failure::Invalid,
+            format!("the stored cursor {text:?} is not this source's"),
+            e,
+        )
+    })
+}
+
 /// What the engine needs to make a stream's source: its config, the
 /// stream's name (a replication slot is named after it) and the cursor
 /// the store holds.

@@ -5,7 +5,10 @@
 //! protocol stores it in its own form (`{"lsn": .., "skip": ..}`,
 //! `{"file": .., "pos": .., "gtid": ..}`).
 
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
+
+use crate::error::SourceError;
 use serde_json::Value;
 
 #[derive(Debug, Clone, PartialEq)]
@@ -18,6 +21,20 @@ pub struct Cursor<A> {
     pub copy: Option<CopyAt>,
     /// A backfill under way: it goes on after a restart.
     pub backfill: Option<Staged>,
+}
+
+impl<A: Clone> Cursor<A> {
+    /// The cursor as stored, in the protocol's form `S`.
+    pub fn encode<S: Serialize + From<Cursor<A>>>(&self) -> String {
+        serde_json::to_string(&S::from(self.clone())).expect("a cursor serializes")
+    }
+
+    /// A stored cursor, as [`Cursor::encode`] wrote it.
+    pub fn decode<S: DeserializeOwned + Into<Cursor<A>>>(
+        text: &str,
+    ) -> Result<Cursor<A>, SourceError> {
+        Ok(crate::source::parse_cursor::<S>(text)?.into())
+    }
 }
 
 impl<A> Cursor<A> {

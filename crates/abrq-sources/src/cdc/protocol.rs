@@ -7,6 +7,8 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use abrq_core::{Record, TableRef};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
 use serde_json::{Map, Value};
 
 use super::backfill::Backfills;
@@ -92,6 +94,8 @@ pub struct CopyPage {
 /// joins between transactions), the cursor (its backfill), and the
 /// backfills asked for.
 pub struct Ctx<'a, A> {
+    /// How long `next` waits for the server.
+    pub wait: Duration,
     pub in_txn: bool,
     pub cursor: &'a mut Cursor<A>,
     pub backfills: &'a mut Backfills,
@@ -119,12 +123,10 @@ pub trait Protocol: Send + Sized + 'static {
     type Copy: Send;
     /// The replication session while it streams.
     type Session: Send;
+    /// The cursor as the store keeps it (JSON), in the protocol's own form.
+    type Stored: Serialize + DeserializeOwned + From<Cursor<Self::At>> + Into<Cursor<Self::At>>;
 
     fn describe(&self) -> String;
-
-    /// A stored cursor, as [`Protocol::encode`] wrote it.
-    fn decode(&self, cursor: &str) -> Result<Cursor<Self::At>, SourceError>;
-    fn encode(&self, cursor: &Cursor<Self::At>) -> String;
 
     /// Connects, checks the prerequisites and says where reading starts
     /// (`cursor` None: the stream never staged anything).
@@ -156,11 +158,10 @@ pub trait Protocol: Send + Sized + 'static {
         ctx: Ctx<'_, Self::At>,
     ) -> impl Future<Output = Result<(), SourceError>> + Send;
 
-    /// The next step, or None when nothing arrives within `wait`.
+    /// The next step, or None when nothing arrives within `ctx.wait`.
     fn next(
         &mut self,
         session: &mut Self::Session,
-        wait: Duration,
         ctx: Ctx<'_, Self::At>,
     ) -> impl Future<Output = Result<Option<Step<Self::At>>, SourceError>> + Send;
 

@@ -86,7 +86,7 @@ impl<P: Protocol> ChangeReader<P> {
     /// The reader of `proto` from the stored `cursor` (None: a new stream).
     pub fn new(proto: P, start: P::At, cursor: Option<&str>) -> Result<Self, SourceError> {
         let (cursor, fresh) = match cursor {
-            Some(text) => (proto.decode(text)?, false),
+            Some(text) => (Cursor::decode::<P::Stored>(text)?, false),
             None => (Cursor::new(start), true),
         };
         Ok(ChangeReader {
@@ -229,7 +229,7 @@ impl<P: Protocol> ChangeReader<P> {
                 self.cursor.copy.is_none()
             }
         };
-        chunk.cursor = Some(self.proto.encode(&self.cursor));
+        chunk.cursor = Some(self.cursor.encode::<P::Stored>());
         if finished {
             let Phase::Copying { copy, .. } = std::mem::replace(&mut self.phase, Phase::Starting)
             else {
@@ -247,13 +247,14 @@ impl<P: Protocol> ChangeReader<P> {
         };
         if std::mem::take(&mut self.announce) {
             return Ok(Chunk {
-                cursor: Some(self.proto.encode(&self.cursor)),
+                cursor: Some(self.cursor.encode::<P::Stored>()),
                 at_end: true,
                 ..Chunk::default()
             });
         }
         let mut out = Builder::default();
         let ctx = Ctx {
+            wait: FIRST_WAIT,
             in_txn: self.txn.open,
             cursor: &mut self.cursor,
             backfills: &mut self.backfills,
@@ -266,11 +267,12 @@ impl<P: Protocol> ChangeReader<P> {
                 break;
             }
             let ctx = Ctx {
+                wait,
                 in_txn: self.txn.open,
                 cursor: &mut self.cursor,
                 backfills: &mut self.backfills,
             };
-            let Some(step) = self.proto.next(session, wait, ctx).await? else {
+            let Some(step) = self.proto.next(session, ctx).await? else {
                 if let Some(limit) = self.proto.keepalive() {
                     let silent = self.heard.elapsed();
                     if silent > limit * deadline::MISSED_HEARTBEATS {
@@ -301,8 +303,7 @@ impl<P: Protocol> ChangeReader<P> {
                     if out.is_full(limits) && self.txn.open {
                         // a transaction spanning batches: the cursor stays at
                         // its start and counts what is staged
-                        out.chunk.cursor =
-                            Some(mid_transaction(&self.proto, &self.cursor, &self.txn));
+                        out.chunk.cursor = Some(mid_transaction::<P>(&self.cursor, &self.txn));
                         break;
                     }
                 }
@@ -326,7 +327,7 @@ impl<P: Protocol> ChangeReader<P> {
                     if let Some(at) = at {
                         self.cursor.at = at;
                         self.cursor.skip = 0;
-                        out.chunk.cursor = Some(self.proto.encode(&self.cursor));
+                        out.chunk.cursor = Some(self.cursor.encode::<P::Stored>());
                         if out.is_full(limits) {
                             break;
                         }
@@ -352,7 +353,7 @@ impl<P: Protocol> ChangeReader<P> {
                 Step::Page(page) => {
                     out.page(page);
                     // a valid cursor now: a restart goes on after this page
-                    out.chunk.cursor = Some(self.proto.encode(&self.cursor));
+                    out.chunk.cursor = Some(self.cursor.encode::<P::Stored>());
                     if out.is_full(limits) {
                         break;
                     }
@@ -363,7 +364,7 @@ impl<P: Protocol> ChangeReader<P> {
         let mut chunk = out.chunk;
         self.caught_up = chunk.at_end && chunk.is_empty() && !self.txn.open;
         if self.txn.open && self.txn.changes > 0 && !chunk.is_empty() {
-            chunk.cursor = Some(mid_transaction(&self.proto, &self.cursor, &self.txn));
+            chunk.cursor = Some(mid_transaction::<P>(&self.cursor, &self.txn));
         }
         Ok(chunk)
     }
@@ -383,11 +384,12 @@ impl<P: Protocol> ChangeReader<P> {
 
 /// The cursor of a transaction spanning batches: at its start, counting
 /// the changes of it staged.
-fn mid_transaction<P: Protocol>(proto: &P, cursor: &Cursor<P::At>, txn: &Txn) -> String {
-    proto.encode(&Cursor {
+fn mid_transaction<P: Protocol>(cursor: &Cursor<P::At>, txn: &Txn) -> String {
+    Cursor {
         skip: txn.changes,
         ..cursor.clone()
-    })
+    }
+    .encode::<P::Stored>()
 }
 
 #[async_trait]
@@ -418,7 +420,7 @@ impl<P: Protocol> Source for ChangeReader<P> {
         let Phase::Streaming(session) = &mut self.phase else {
             return;
         };
-        if let Ok(c) = self.proto.decode(cursor) {
+        if let Ok(c) = Cursor::<P::At>::decode::<P::Stored>(cursor) {
             self.proto.confirm(session, &c.at);
             self.confirmed = Some(c.at);
         }

@@ -11,6 +11,8 @@
 use std::time::Duration;
 
 use abrq_core::config::{Dur, Secret, SourceConfig, Text};
+
+use crate::config::{key_error, text};
 use abrq_endpoint::Endpoint;
 use serde::Deserialize;
 
@@ -58,11 +60,9 @@ impl TableName {
 
 #[derive(Debug, Clone)]
 pub struct MysqlSettings {
-    pub host: String,
-    pub port: u16,
-    pub database: Option<String>,
-    pub username: Option<String>,
-    pub password: Option<Secret>,
+    /// The server, the default database of unqualified table names, and
+    /// the credentials (this source has no TLS).
+    pub endpoint: Endpoint,
     pub tables: Vec<TableName>,
     pub server_id: Option<u32>,
     /// Copy the tables' rows before streaming (`snapshot = "initial"`).
@@ -84,15 +84,7 @@ pub enum Mode {
 impl MysqlSettings {
     pub fn from_config(cfg: &SourceConfig) -> Result<MysqlSettings, String> {
         let o: MysqlOptions = cfg.options.parse()?;
-        let text = |t: &Option<Text>| {
-            t.as_ref()
-                .map(|t| t.as_str().to_string())
-                .filter(|s| !s.is_empty())
-        };
-        let at = |key: &str, why: String| {
-            let line = cfg.options.line_of(key).unwrap_or(cfg.line);
-            format!("line {line}: streams.source.{key}: {why} (engine \"mysql\")")
-        };
+        let at = |key: &str, why: String| key_error(cfg, key, why);
         let only = |key: &str, set: bool, mode: &str| match set {
             true => Err(at(key, format!("applies to mode = \"{mode}\" only"))),
             false => Ok(()),
@@ -169,11 +161,15 @@ impl MysqlSettings {
             }
         }
         Ok(MysqlSettings {
-            host: text(&o.host).unwrap_or_else(|| "127.0.0.1".into()),
-            port: o.port.unwrap_or(3306),
-            database,
-            username: text(&o.username),
-            password: o.password.clone().filter(|p| !p.is_empty()),
+            endpoint: Endpoint {
+                host: text(&o.host).unwrap_or_else(|| "127.0.0.1".into()),
+                port: o.port.unwrap_or(3306),
+                database,
+                username: text(&o.username),
+                password: o.password.clone().filter(|p| !p.is_empty()),
+                tls: false,
+                tls_ca_file: None,
+            },
             tables,
             server_id: o.server_id,
             snapshot,
@@ -199,16 +195,7 @@ impl MysqlSettings {
 
     /// The server's options; the user is root when none is given.
     pub fn opts(&self) -> mysql_async::Opts {
-        Endpoint {
-            host: self.host.clone(),
-            port: self.port,
-            database: self.database.clone(),
-            username: self.username.clone(),
-            password: self.password.clone(),
-            tls: false,
-            tls_ca_file: None,
-        }
-        .mysql_async()
+        self.endpoint.mysql_async()
     }
 
     /// Where the source reads, for messages (never the password).
@@ -216,8 +203,8 @@ impl MysqlSettings {
         let names: Vec<String> = self.tables.iter().map(ToString::to_string).collect();
         format!(
             "mysql://{}:{} tables {}",
-            self.host,
-            self.port,
+            self.endpoint.host,
+            self.endpoint.port,
             names.join(", ")
         )
     }

@@ -16,15 +16,7 @@ use crate::chunk::record_bytes;
 use crate::chunk::{Chunk, Limits};
 use crate::error::{Context as _, Failure, SourceError};
 use crate::progress::Progress;
-
-/// The last staged row's cursor value and key, as JSON.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-struct Position {
-    #[serde(rename = "c")]
-    cursor: Value,
-    #[serde(rename = "k")]
-    key: Vec<Value>,
-}
+use crate::source::{stored_cursor, Pace, Source};
 
 pub struct MysqlCursorSource {
     settings: MysqlSettings,
@@ -35,39 +27,27 @@ pub struct MysqlCursorSource {
     position: Option<Position>,
 }
 
+/// The last staged row's cursor value and key, as JSON.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct Position {
+    #[serde(rename = "c")]
+    cursor: Value,
+    #[serde(rename = "k")]
+    key: Vec<Value>,
+}
+
 impl MysqlCursorSource {
     pub fn new(settings: MysqlSettings, cursor: Option<&str>) -> Result<Self, SourceError> {
-        let position = match cursor {
-            None => None,
-            Some(c) => Some(serde_json::from_str(c).map_err(|e| {
-                SourceError::caused(
-                    Failure::Invalid,
-                    format!("the stored cursor {c:?} is not this source's"),
-                    e,
-                )
-                .at(settings.describe())
-            })?),
-        };
+        let position = stored_cursor(cursor, || settings.describe())?;
+        let (table, column) = (settings.tables[0].clone(), settings.cursor.clone());
         Ok(MysqlCursorSource {
-            table: settings.tables[0].clone(),
-            cursor: settings.cursor.clone().unwrap_or_default(),
+            table,
+            cursor: column.unwrap_or_default(),
             settings,
             conn: None,
             shape: None,
             position,
         })
-    }
-
-    pub fn progress(&self) -> Progress {
-        Progress {
-            position: serde_json::json!({
-                "table": self.table.to_string(),
-                "cursor": self.cursor,
-                "last": self.position.as_ref().map(|p| serde_json::json!({"cursor": p.cursor, "key": p.key})),
-            }),
-            lag_seconds: None,
-            lag_bytes: None,
-        }
     }
 
     /// Reads the table's columns; the key breaks ties after the cursor.
@@ -116,26 +96,6 @@ impl MysqlCursorSource {
             self.shape = Some(shape.clone());
         }
         Ok((shape, key))
-    }
-
-    /// For `abrq check`.
-    pub async fn check(&mut self) -> Result<String, SourceError> {
-        let refreshed = self.refresh().await;
-        let (shape, key) = refreshed.map_err(|e| e.at(self.settings.describe()))?;
-        Ok(format!(
-            "{} columns, read in order of {} then ({})",
-            shape.columns.len(),
-            self.cursor,
-            key.join(", ")
-        ))
-    }
-
-    pub async fn read_chunk(&mut self, limits: Limits) -> Result<Chunk, SourceError> {
-        let result = self.read_page(limits).await;
-        if result.is_err() {
-            self.conn = None;
-        }
-        result.map_err(|e| e.at(self.settings.describe()))
     }
 
     async fn read_page(&mut self, limits: Limits) -> Result<Chunk, SourceError> {
@@ -190,12 +150,8 @@ impl MysqlCursorSource {
             chunk.items.push(Item::Record(Record::insert(fields)));
         }
         if let Some(p) = last {
-            let scope = Item::Table(TableRef::new(Some(&self.table.database), &self.table.name));
-            let schema = Item::Schema {
-                columns: shape.declared.clone(),
-            };
-            chunk.items.splice(0..0, [scope, schema]);
-            chunk.cursor = Some(serde_json::to_string(&p).expect("a position serializes"));
+            let table = TableRef::new(Some(&self.table.database), &self.table.name);
+            chunk.close_page(table, shape.declared.clone(), &p);
             self.position = Some(p);
         }
         Ok(chunk)
@@ -203,24 +159,45 @@ impl MysqlCursorSource {
 }
 
 #[async_trait::async_trait]
-impl crate::source::Source for MysqlCursorSource {
-    fn describe(&self) -> String {
-        self.settings.describe()
-    }
-
-    fn pace(&self) -> crate::source::Pace {
-        crate::source::Pace::forever(self.settings.poll_interval)
-    }
-
+impl Source for MysqlCursorSource {
     async fn read(&mut self, limits: Limits) -> Result<Chunk, SourceError> {
-        self.read_chunk(limits).await
+        let result = self.read_page(limits).await;
+        if result.is_err() {
+            self.conn = None;
+        }
+        result.map_err(|e| e.at(self.settings.describe()))
     }
 
     fn progress(&self) -> Option<Progress> {
-        Some(MysqlCursorSource::progress(self))
+        Some(Progress {
+            position: serde_json::json!({
+                "table": self.table.to_string(),
+                "cursor": self.cursor,
+                "last": self.position.as_ref().map(|p| serde_json::json!({"cursor": p.cursor, "key": p.key})),
+            }),
+            lag_seconds: None,
+            lag_bytes: None,
+        })
     }
 
+    /// For `abrq check`.
     async fn check(&mut self) -> Result<String, SourceError> {
-        MysqlCursorSource::check(self).await
+        let refreshed = self.refresh().await;
+        let (shape, key) = refreshed.map_err(|e| e.at(self.settings.describe()))?;
+        Ok(format!(
+            "{} columns, read in order of {} then ({})",
+            shape.columns.len(),
+            self.cursor,
+            key.join(", ")
+        ))
+    }
+
+    /// A page after the last row, then again after `poll_interval`.
+    fn pace(&self) -> Pace {
+        Pace::forever(self.settings.poll_interval)
+    }
+
+    fn describe(&self) -> String {
+        self.settings.describe()
     }
 }

@@ -12,6 +12,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use abrq_core::config::{Dur, Secret, SourceConfig, Text};
+
+use crate::config::{key_error, text};
 use abrq_endpoint::Endpoint;
 use serde::Deserialize;
 use sqlx::postgres::PgConnectOptions;
@@ -188,11 +190,8 @@ pub fn derived_name(stream: &str) -> String {
 /// password as `***`.
 #[derive(Debug, Clone)]
 pub struct PostgresSettings {
-    pub host: String,
-    pub port: u16,
-    pub database: Option<String>,
-    pub username: Option<String>,
-    pub password: Option<Secret>,
+    /// The server, its database and credentials, and TLS.
+    pub endpoint: Endpoint,
     pub mode: Mode,
     /// The first (in cursor mode the only) table.
     pub table: TableName,
@@ -207,22 +206,12 @@ pub struct PostgresSettings {
     /// The publication (cdc); None: derived from the stream.
     pub publication: Option<String>,
     pub snapshot: Snapshot,
-    pub tls: bool,
-    pub tls_ca_file: Option<PathBuf>,
 }
 
 impl PostgresSettings {
     pub fn from_config(cfg: &SourceConfig) -> Result<PostgresSettings, String> {
         let o: PostgresOptions = cfg.options.parse()?;
-        let text = |t: &Option<Text>| {
-            t.as_ref()
-                .map(|t| t.as_str().to_string())
-                .filter(|s| !s.is_empty())
-        };
-        let at = |key: &str, why: String| {
-            let line = cfg.options.line_of(key).unwrap_or(cfg.line);
-            format!("line {line}: streams.source.{key}: {why} (engine \"postgres\")")
-        };
+        let at = |key: &str, why: String| key_error(cfg, key, why);
         let mode_name = match o.mode {
             Mode::Cursor => "cursor",
             Mode::Cdc => "cdc",
@@ -289,11 +278,15 @@ impl PostgresSettings {
             return Err(at("poll_interval", "must be more than 0".into()));
         }
         Ok(PostgresSettings {
-            host: text(&o.host).unwrap_or_else(|| "127.0.0.1".into()),
-            port: o.port.unwrap_or(5432),
-            database: text(&o.database),
-            username: text(&o.username),
-            password: o.password.clone().filter(|p| !p.is_empty()),
+            endpoint: Endpoint {
+                host: text(&o.host).unwrap_or_else(|| "127.0.0.1".into()),
+                port: o.port.unwrap_or(5432),
+                database: text(&o.database),
+                username: text(&o.username),
+                password: o.password.clone().filter(|p| !p.is_empty()),
+                tls: o.tls,
+                tls_ca_file: text(&o.tls_ca_file).map(PathBuf::from),
+            },
             mode: o.mode,
             table,
             tables,
@@ -303,34 +296,21 @@ impl PostgresSettings {
             slot,
             publication: text(&o.publication),
             snapshot: o.snapshot.unwrap_or_default(),
-            tls: o.tls,
-            tls_ca_file: text(&o.tls_ca_file).map(PathBuf::from),
         })
     }
 
     /// The server's options (TLS as [`Endpoint::tls_on`] says), the
     /// connection named `abrq source` on the server.
     pub fn connect_options(&self) -> PgConnectOptions {
-        let endpoint = Endpoint {
-            host: self.host.clone(),
-            port: self.port,
-            database: self.database.clone(),
-            username: self.username.clone(),
-            password: self.password.clone(),
-            tls: self.tls,
-            tls_ca_file: self.tls_ca_file.clone(),
-        };
-        endpoint.postgres("abrq source")
+        self.endpoint.postgres("abrq source")
     }
 
     /// Where the source reads, for messages (never the password).
     pub fn describe(&self) -> String {
         let names: Vec<String> = self.tables.iter().map(ToString::to_string).collect();
         format!(
-            "postgres://{}:{}/{} table{} {}",
-            self.host,
-            self.port,
-            self.database.as_deref().unwrap_or(""),
+            "postgres://{} table{} {}",
+            self.endpoint,
             if names.len() == 1 { "" } else { "s" },
             names.join(", ")
         )

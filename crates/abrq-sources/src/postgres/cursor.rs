@@ -25,6 +25,7 @@ use crate::chunk::record_bytes;
 use crate::chunk::{Chunk, Limits};
 use crate::error::{Context as _, Failure, SourceError};
 use crate::progress::Progress;
+use crate::source::{stored_cursor, Pace, Source};
 
 /// Where the stream stands: the last staged row's cursor column and
 /// tie-break key, as PostgreSQL's text forms.
@@ -67,17 +68,7 @@ pub struct PgCursorSource {
 
 impl PgCursorSource {
     pub fn new(settings: PostgresSettings, cursor: Option<&str>) -> Result<Self, SourceError> {
-        let position = match cursor {
-            None => None,
-            Some(c) => Some(serde_json::from_str(c).map_err(|e| {
-                SourceError::caused(
-                    Failure::Invalid,
-                    format!("the stored cursor {c:?} is not this source's"),
-                    e,
-                )
-                .at(settings.describe())
-            })?),
-        };
+        let position = stored_cursor(cursor, || settings.describe())?;
         Ok(PgCursorSource {
             settings,
             conn: None,
@@ -117,49 +108,6 @@ impl PgCursorSource {
             self.conn = Some(conn);
         }
         Ok(())
-    }
-
-    /// For `abrq check`: connects, reads the table's columns and key, and
-    /// says how the table will be read.
-    pub async fn check(&mut self) -> Result<String, SourceError> {
-        self.connect().await?;
-        let refreshed = self.refresh_shape().await;
-        refreshed.map_err(|e| e.at(self.settings.describe()))?;
-        let shape = self.shape.as_ref().expect("shape read above");
-        Ok(format!(
-            "{} columns, read in order of {} then ({}); {}",
-            shape.columns.len(),
-            self.settings.cursor,
-            shape.key_all.join(", "),
-            match &self.position {
-                Some(p) => format!("resumes after {} = {}", self.settings.cursor, p.cursor),
-                None => "starts at the first row".into(),
-            }
-        ))
-    }
-
-    /// Where the source stands: the table, its order and the last row read.
-    pub fn progress(&self) -> Progress {
-        Progress {
-            position: serde_json::json!({
-                "table": self.settings.table.to_string(),
-                "cursor": self.settings.cursor,
-                "last": self.position.as_ref().map(|p| serde_json::json!({"cursor": p.cursor, "key": p.key})),
-            }),
-            lag_seconds: None,
-            lag_bytes: None,
-        }
-    }
-
-    /// Reads the next page of at most `limits` rows after the cursor.
-    pub async fn read_chunk(&mut self, limits: Limits) -> Result<Chunk, SourceError> {
-        self.connect().await?;
-        let result = self.read_page(limits).await;
-        if result.is_err() {
-            // a broken connection is made again on the next read
-            self.conn = None;
-        }
-        result.map_err(|e| e.at(self.settings.describe()))
     }
 
     async fn read_page(&mut self, limits: Limits) -> Result<Chunk, SourceError> {
@@ -203,12 +151,8 @@ impl PgCursorSource {
         }
         if let Some(p) = last {
             let t = &self.settings.table;
-            let scope = Item::Table(TableRef::new(t.schema.as_deref(), &t.name));
-            let schema = Item::Schema {
-                columns: shape.schema.clone(),
-            };
-            chunk.items.splice(0..0, [scope, schema]);
-            chunk.cursor = Some(serde_json::to_string(&p).expect("a position serializes"));
+            let table = TableRef::new(t.schema.as_deref(), &t.name);
+            chunk.close_page(table, shape.schema.clone(), &p);
             self.position = Some(p);
         }
         Ok(chunk)
@@ -369,25 +313,57 @@ fn build_shape(
 }
 
 #[async_trait::async_trait]
-impl crate::source::Source for PgCursorSource {
+impl Source for PgCursorSource {
+    /// Reads the next page of at most `limits` rows after the cursor.
+    async fn read(&mut self, limits: Limits) -> Result<Chunk, SourceError> {
+        self.connect().await?;
+        let result = self.read_page(limits).await;
+        if result.is_err() {
+            // a broken connection is made again on the next read
+            self.conn = None;
+        }
+        result.map_err(|e| e.at(self.settings.describe()))
+    }
+
     fn describe(&self) -> String {
         self.settings.describe()
     }
 
-    fn pace(&self) -> crate::source::Pace {
-        crate::source::Pace::forever(self.settings.poll_interval)
-    }
-
-    async fn read(&mut self, limits: Limits) -> Result<Chunk, SourceError> {
-        self.read_chunk(limits).await
-    }
-
+    /// Where the source stands: the table, its order and the last row read.
     fn progress(&self) -> Option<Progress> {
-        Some(PgCursorSource::progress(self))
+        Some(Progress {
+            position: serde_json::json!({
+                "table": self.settings.table.to_string(),
+                "cursor": self.settings.cursor,
+                "last": self.position.as_ref().map(|p| serde_json::json!({"cursor": p.cursor, "key": p.key})),
+            }),
+            lag_seconds: None,
+            lag_bytes: None,
+        })
     }
 
+    /// For `abrq check`: connects, reads the table's columns and key, and
+    /// says how the table will be read.
     async fn check(&mut self) -> Result<String, SourceError> {
-        PgCursorSource::check(self).await
+        self.connect().await?;
+        let refreshed = self.refresh_shape().await;
+        refreshed.map_err(|e| e.at(self.settings.describe()))?;
+        let shape = self.shape.as_ref().expect("shape read above");
+        Ok(format!(
+            "{} columns, read in order of {} then ({}); {}",
+            shape.columns.len(),
+            self.settings.cursor,
+            shape.key_all.join(", "),
+            match &self.position {
+                Some(p) => format!("resumes after {} = {}", self.settings.cursor, p.cursor),
+                None => "starts at the first row".into(),
+            }
+        ))
+    }
+
+    /// A page after the last row, then again after `poll_interval`.
+    fn pace(&self) -> Pace {
+        Pace::forever(self.settings.poll_interval)
     }
 }
 
@@ -398,11 +374,15 @@ mod tests {
 
     fn settings(cursor: &str, key: &[&str]) -> PostgresSettings {
         PostgresSettings {
-            host: "127.0.0.1".into(),
-            port: 5432,
-            database: None,
-            username: None,
-            password: None,
+            endpoint: abrq_endpoint::Endpoint {
+                host: "127.0.0.1".into(),
+                port: 5432,
+                database: None,
+                username: None,
+                password: None,
+                tls: false,
+                tls_ca_file: None,
+            },
             mode: Mode::Cursor,
             table: TableName::parse("app.orders").unwrap(),
             tables: vec![TableName::parse("app.orders").unwrap()],
@@ -412,8 +392,6 @@ mod tests {
             slot: None,
             publication: None,
             snapshot: Default::default(),
-            tls: false,
-            tls_ca_file: None,
         }
     }
 

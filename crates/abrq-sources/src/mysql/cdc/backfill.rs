@@ -48,7 +48,11 @@ impl MysqlCdc {
     ) -> Result<(), SourceError> {
         if ctx.cursor.backfill.is_none() {
             if let Some(asked) = ctx.backfills.next_asked() {
-                match backfill_tables(&self.settings.tables, &self.settings.database, asked) {
+                match backfill_tables(
+                    &self.settings.tables,
+                    &self.settings.endpoint.database,
+                    asked,
+                ) {
                     Ok(tables) => {
                         let names: Vec<String> = tables.iter().map(ToString::to_string).collect();
                         ctx.cursor.backfill = Staged::of(&names, None);

@@ -93,10 +93,9 @@ impl MysqlCdc {
     pub(super) async fn step(
         &mut self,
         session: &mut Session,
-        wait: Duration,
         ctx: &Ctx<'_, BinlogAt>,
     ) -> Result<Option<Step<BinlogAt>>, SourceError> {
-        let event = match tokio::time::timeout(wait, session.stream.next()).await {
+        let event = match tokio::time::timeout(ctx.wait, session.stream.next()).await {
             Err(_) => return Ok(None),
             Ok(None) => {
                 return Err(SourceError::new(

@@ -37,6 +37,7 @@ use crate::cdc::{
 };
 use crate::chunk::{Chunk, Limits};
 use crate::error::{Context as _, Failure, SourceError};
+use crate::source::SourceSpec;
 use binlog::Session;
 use gtid::GtidPos;
 pub use position::BinlogAt;
@@ -82,20 +83,18 @@ pub struct MyCopy {
 }
 
 impl MysqlCdcSource {
-    pub fn open(
-        settings: MysqlSettings,
-        stream: &str,
-        cursor: Option<&str>,
-    ) -> Result<MysqlCdcSource, SourceError> {
-        let proto = MysqlCdc {
-            server_id: settings.server_id_for(stream),
+    /// The stream's replica of the server (its id derived from the
+    /// stream's name unless set), from the stored cursor.
+    pub fn open(settings: MysqlSettings, spec: &SourceSpec<'_>) -> Result<Self, SourceError> {
+        let replica = MysqlCdc {
+            server_id: settings.server_id_for(spec.stream),
             captured: settings.tables.iter().cloned().collect(),
-            settings,
             catalog: None,
             mariadb: None,
             shapes: HashMap::new(),
+            settings,
         };
-        ChangeReader::new(proto, BinlogAt::default(), cursor)
+        ChangeReader::new(replica, BinlogAt::default(), spec.cursor)
     }
 
     pub fn server_id(&self) -> u32 {
@@ -267,20 +266,9 @@ fn rows_chunk(shaped: &Shaped, rows: Vec<Map<String, Value>>) -> Chunk {
 
 impl Protocol for MysqlCdc {
     type At = BinlogAt;
-    type Copy = MyCopy;
+    type Stored = position::Stored;
     type Session = Session;
-
-    fn describe(&self) -> String {
-        self.settings.describe()
-    }
-
-    fn decode(&self, cursor: &str) -> Result<Cursor<BinlogAt>, SourceError> {
-        position::decode(cursor)
-    }
-
-    fn encode(&self, cursor: &Cursor<BinlogAt>) -> String {
-        position::encode(cursor)
-    }
+    type Copy = MyCopy;
 
     async fn open(
         &mut self,
@@ -407,7 +395,6 @@ impl Protocol for MysqlCdc {
     async fn next(
         &mut self,
         session: &mut Session,
-        wait: std::time::Duration,
         mut ctx: Ctx<'_, BinlogAt>,
     ) -> Result<Option<Step<BinlogAt>>, SourceError> {
         if let Some(step) = session.pending() {
@@ -419,7 +406,7 @@ impl Protocol for MysqlCdc {
                 return Ok(Some(Step::Page(page)));
             }
         }
-        self.step(session, wait, &ctx).await
+        self.step(session, &ctx).await
     }
 
     /// The binlog needs no confirmation: the cursor alone says where to
@@ -485,5 +472,9 @@ impl Protocol for MysqlCdc {
 
     fn reset(&mut self) {
         self.catalog = None;
+    }
+
+    fn describe(&self) -> String {
+        self.settings.describe()
     }
 }

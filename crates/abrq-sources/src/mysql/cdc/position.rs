@@ -9,7 +9,6 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::cdc::{CopyAt, Cursor, Staged};
-use crate::error::{Failure, SourceError};
 
 /// A position in the binlog: file and offset, and on MariaDB the GTID
 /// position there, which a restart reads from (file and offset are then
@@ -37,7 +36,7 @@ pub fn file_order(a: &str, b: &str) -> Ordering {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-struct Stored {
+pub struct Stored {
     file: String,
     pos: u64,
     #[serde(default)]
@@ -59,46 +58,42 @@ struct CopyPos {
     after: Option<Vec<Value>>,
 }
 
-pub fn decode(text: &str) -> Result<Cursor<BinlogAt>, SourceError> {
-    let s: Stored = serde_json::from_str(text).map_err(|e| {
-        SourceError::caused(
-            Failure::Invalid,
-            format!("the stored cursor {text:?} is not this source's"),
-            e,
-        )
-    })?;
-    Ok(Cursor {
-        at: BinlogAt {
-            file: s.file,
-            pos: s.pos,
-            gtid: s.gtid,
-        },
-        skip: s.skip,
-        copy: s.snapshot.map(|c| CopyAt {
-            table: c.table,
-            after: c.after.map(Value::Array),
-        }),
-        backfill: s.backfill,
-    })
+impl From<Stored> for Cursor<BinlogAt> {
+    fn from(s: Stored) -> Cursor<BinlogAt> {
+        Cursor {
+            at: BinlogAt {
+                file: s.file,
+                pos: s.pos,
+                gtid: s.gtid,
+            },
+            skip: s.skip,
+            copy: s.snapshot.map(|c| CopyAt {
+                table: c.table,
+                after: c.after.map(Value::Array),
+            }),
+            backfill: s.backfill,
+        }
+    }
 }
 
-pub fn encode(c: &Cursor<BinlogAt>) -> String {
-    let stored = Stored {
-        file: c.at.file.clone(),
-        pos: c.at.pos,
-        skip: c.skip,
-        snapshot: c.copy.as_ref().map(|at| CopyPos {
-            table: at.table.clone(),
-            after: match &at.after {
-                Some(Value::Array(key)) => Some(key.clone()),
-                Some(other) => Some(vec![other.clone()]),
-                None => None,
-            },
-        }),
-        backfill: c.backfill.clone(),
-        gtid: c.at.gtid.clone(),
-    };
-    serde_json::to_string(&stored).expect("a cursor serializes")
+impl From<Cursor<BinlogAt>> for Stored {
+    fn from(c: Cursor<BinlogAt>) -> Stored {
+        Stored {
+            file: c.at.file,
+            pos: c.at.pos,
+            skip: c.skip,
+            snapshot: c.copy.map(|at| CopyPos {
+                table: at.table,
+                after: match at.after {
+                    Some(Value::Array(key)) => Some(key),
+                    Some(other) => Some(vec![other]),
+                    None => None,
+                },
+            }),
+            backfill: c.backfill,
+            gtid: c.at.gtid,
+        }
+    }
 }
 
 #[cfg(test)]
@@ -112,7 +107,8 @@ mod tests {
             r#"{"file":"b.000003","pos":4,"skip":0,"snapshot":{"table":"d.t","after":[5,"x"]}}"#,
             r#"{"file":"b.000003","pos":4,"skip":0,"backfill":{"table":"d.t","after":[1],"rows":1},"gtid":"0-1-9"}"#,
         ] {
-            assert_eq!(encode(&decode(text).unwrap()), text);
+            let c = Cursor::<BinlogAt>::decode::<Stored>(text).unwrap();
+            assert_eq!(c.encode::<Stored>(), text);
         }
     }
 

@@ -28,6 +28,7 @@ use super::{setup, PgCdc};
 use crate::cdc::{Ctx, Staged};
 use crate::chunk::{Chunk, Limits};
 use crate::error::{Context as _, SourceError};
+use crate::source::Source as _;
 
 /// Rows per window: two watermark commits per page.
 const PAGE: Limits = Limits {
@@ -199,7 +200,7 @@ impl PgCdc {
         let Some(b) = session.backfill.as_mut() else {
             return Ok(());
         };
-        let page = b.reader.read_chunk(PAGE).await?;
+        let page = b.reader.read(PAGE).await?;
         b.window = Some(Window {
             id: id.clone(),
             low_seen: false,

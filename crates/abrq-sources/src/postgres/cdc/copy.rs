@@ -14,6 +14,7 @@ use crate::cdc::deadline::{self, within};
 use crate::cdc::{CopyAt, CopyPage};
 use crate::chunk::Limits;
 use crate::error::{Context as _, Failure, SourceError};
+use crate::source::Source as _;
 
 /// The copy while it runs.
 pub struct PgCopy {
@@ -78,7 +79,7 @@ impl PgCdc {
                 self.copier(&table, after, conn).await?
             }
         };
-        let mut chunk = reader.read_chunk(limits).await?;
+        let mut chunk = reader.read(limits).await?;
         let after = chunk.cursor.take().map(Value::String);
         let done = chunk.at_end;
         copy.reading = Some((at.table.clone(), reader));

@@ -39,6 +39,7 @@ use crate::cdc::deadline::{self, within};
 use crate::cdc::{ChangeReader, CopyAt, CopyPage, Ctx, Cursor, Opening, Protocol, Step, View};
 use crate::chunk::Limits;
 use crate::error::{Context as _, Failure, SourceError};
+use crate::source::SourceSpec;
 use copy::PgCopy;
 use pgoutput::Session;
 
@@ -73,26 +74,19 @@ impl Drop for Replication {
 }
 
 impl PgCdcSource {
-    pub fn open(
-        settings: PostgresSettings,
-        stream: &str,
-        cursor: Option<&str>,
-    ) -> Result<PgCdcSource, SourceError> {
+    /// The stream's slot and publication (named after the stream unless
+    /// set), read from the stored cursor.
+    pub fn open(settings: PostgresSettings, spec: &SourceSpec<'_>) -> Result<Self, SourceError> {
+        let named = |set: &Option<String>| set.clone().unwrap_or_else(|| derived_name(spec.stream));
         let proto = PgCdc {
-            slot: settings
-                .slot
-                .clone()
-                .unwrap_or_else(|| derived_name(stream)),
-            publication: settings
-                .publication
-                .clone()
-                .unwrap_or_else(|| derived_name(stream)),
+            slot: named(&settings.slot),
+            publication: named(&settings.publication),
             settings,
             tables: Vec::new(),
             catalog: None,
             lag_bytes: None,
         };
-        ChangeReader::new(proto, Lsn::from_u64(0), cursor)
+        ChangeReader::new(proto, Lsn::from_u64(0), spec.cursor)
     }
 
     pub fn slot_name(&self) -> &str {
@@ -135,9 +129,9 @@ impl PgCdc {
         &self,
         from: Lsn,
     ) -> Result<(ReplicationConfig, Option<tls::Tunnel>), SourceError> {
-        let s = &self.settings;
+        let s = &self.settings.endpoint;
         let tls_failure = |e: String| SourceError::new(Failure::Network, format!("TLS: {e}"));
-        let (host, port, tunnel) = match s.tls || s.tls_ca_file.is_some() {
+        let (host, port, tunnel) = match s.tls_on() {
             false => (s.host.clone(), s.port, None),
             true => {
                 let config = tls::client_config(s.tls_ca_file.as_deref()).map_err(tls_failure)?;
@@ -257,17 +251,10 @@ impl Protocol for PgCdc {
     type At = Lsn;
     type Copy = PgCopy;
     type Session = Session;
+    type Stored = position::Stored;
 
     fn describe(&self) -> String {
         self.settings.describe()
-    }
-
-    fn decode(&self, cursor: &str) -> Result<Cursor<Lsn>, SourceError> {
-        position::decode(cursor)
-    }
-
-    fn encode(&self, cursor: &Cursor<Lsn>) -> String {
-        position::encode(cursor)
     }
 
     /// Makes the publication and slot (on the first run), then either
@@ -356,13 +343,12 @@ impl Protocol for PgCdc {
     async fn next(
         &mut self,
         session: &mut Session,
-        wait: std::time::Duration,
         mut ctx: Ctx<'_, Lsn>,
     ) -> Result<Option<Step<Lsn>>, SourceError> {
         if !ctx.in_txn {
             self.open_window(session, &mut ctx).await?;
         }
-        self.step(session, wait, &mut ctx).await
+        self.step(session, &mut ctx).await
     }
 
     fn confirm(&mut self, session: &mut Session, at: &Lsn) {

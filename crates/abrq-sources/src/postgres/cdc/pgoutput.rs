@@ -79,10 +79,9 @@ impl PgCdc {
     pub(super) async fn step(
         &mut self,
         session: &mut Session,
-        wait: Duration,
         ctx: &mut Ctx<'_, Lsn>,
     ) -> Result<Option<Step<Lsn>>, SourceError> {
-        let event = match tokio::time::timeout(wait, session.repl.client.recv()).await {
+        let event = match tokio::time::timeout(ctx.wait, session.repl.client.recv()).await {
             Err(_) => return Ok(None),
             Ok(Ok(Some(e))) => e,
             Ok(Ok(None)) => {

@@ -8,10 +8,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::cdc::{CopyAt, Cursor, Staged};
-use crate::error::{Failure, SourceError};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-struct Stored {
+pub struct Stored {
     #[serde(with = "lsn_text")]
     lsn: Lsn,
     #[serde(default)]
@@ -25,40 +24,40 @@ struct Stored {
     backfill: Option<Staged>,
 }
 
-pub fn decode(text: &str) -> Result<Cursor<Lsn>, SourceError> {
-    let s: Stored = serde_json::from_str(text).map_err(|e| {
-        SourceError::caused(
-            Failure::Invalid,
-            format!("the stored cursor {text:?} is not this source's"),
-            e,
-        )
-    })?;
-    Ok(Cursor {
-        at: s.lsn,
-        skip: s.skip,
-        // an unknown table is no captured one: the copy goes on from the first
-        copy: s.snapshot.map(|after| CopyAt {
-            table: s.copying.unwrap_or_default(),
-            after: (!after.is_empty()).then_some(Value::String(after)),
-        }),
-        backfill: s.backfill,
-    })
+impl From<Stored> for Cursor<Lsn> {
+    fn from(s: Stored) -> Cursor<Lsn> {
+        Cursor {
+            at: s.lsn,
+            skip: s.skip,
+            // an unknown table is no captured one: the copy goes on from the first
+            copy: s.snapshot.map(|after| CopyAt {
+                table: s.copying.unwrap_or_default(),
+                after: (!after.is_empty()).then_some(Value::String(after)),
+            }),
+            backfill: s.backfill,
+        }
+    }
 }
 
-pub fn encode(c: &Cursor<Lsn>) -> String {
-    let after = |a: &Option<Value>| match a {
-        None => String::new(),
-        Some(Value::String(s)) => s.clone(),
-        Some(other) => other.to_string(),
-    };
-    let stored = Stored {
-        lsn: c.at,
-        skip: c.skip,
-        snapshot: c.copy.as_ref().map(|at| after(&at.after)),
-        copying: c.copy.as_ref().map(|at| at.table.clone()),
-        backfill: c.backfill.clone(),
-    };
-    serde_json::to_string(&stored).expect("a cursor serializes")
+impl From<Cursor<Lsn>> for Stored {
+    fn from(c: Cursor<Lsn>) -> Stored {
+        let after = |a: Option<Value>| match a {
+            None => String::new(),
+            Some(Value::String(s)) => s,
+            Some(other) => other.to_string(),
+        };
+        let (snapshot, copying) = match c.copy {
+            Some(at) => (Some(after(at.after)), Some(at.table)),
+            None => (None, None),
+        };
+        Stored {
+            lsn: c.at,
+            skip: c.skip,
+            snapshot,
+            copying,
+            backfill: c.backfill,
+        }
+    }
 }
 
 mod lsn_text {
@@ -87,10 +86,13 @@ mod tests {
             r#"{"lsn":"0/1","skip":0,"snapshot":"{\"c\":\"9\",\"k\":[]}","copying":"public.a"}"#,
             r#"{"lsn":"0/1","skip":0,"backfill":{"table":"public.b","after":"x","rows":3}}"#,
         ] {
-            assert_eq!(encode(&decode(text).unwrap()), text);
+            let c = Cursor::<Lsn>::decode::<Stored>(text).unwrap();
+            assert_eq!(c.encode::<Stored>(), text);
         }
-        let c = decode(r#"{"lsn":"1/0","snapshot":"x"}"#).unwrap();
+        let c = Cursor::<Lsn>::decode::<Stored>(r#"{"lsn":"1/0","snapshot":"x"}"#).unwrap();
         assert_eq!(c.copy.unwrap().table, "");
-        assert!(decode("{}").unwrap_err().is_definite());
+        assert!(Cursor::<Lsn>::decode::<Stored>("{}")
+            .unwrap_err()
+            .is_definite());
     }
 }
