@@ -155,15 +155,24 @@ impl Engine {
                 detail: json!({ "table": table }),
             })
             .await?;
-        s.ask_backfill(table.clone());
+        // with shared state the audit entry is the request: the process
+        // holding the source takes it up (cluster/follow.rs)
+        if self.cluster.is_none() {
+            s.ask_backfill(table.clone());
+        }
         tracing::info!(stream, ?table, actor, "backfill asked for");
         Ok(())
     }
 
     /// Starts a source that stopped on a definite failure again, once the
     /// operator fixed its cause (a privilege granted, a setting changed).
-    /// True when it had stopped.
-    pub async fn restart_source(&self, stream: &str, actor: &str) -> Result<bool, ControlError> {
+    /// Whether it had stopped; None when another process runs the source
+    /// (it takes the request up from the audit entry).
+    pub async fn restart_source(
+        &self,
+        stream: &str,
+        actor: &str,
+    ) -> Result<Option<bool>, ControlError> {
         let s = self
             .stream(stream)
             .ok_or_else(|| ControlError::UnknownStream(stream.to_string()))?;
@@ -182,9 +191,12 @@ impl Engine {
                 detail: json!({ "stopped": stopped }),
             })
             .await?;
-        let restarted = s.source_health().request_restart();
-        tracing::info!(stream, actor, restarted, "source restart asked for");
-        Ok(restarted)
+        tracing::info!(stream, actor, stopped, "source restart asked for");
+        match self.cluster.is_none() {
+            true => Ok(Some(s.source_health().request_restart())),
+            false if s.source_tenure().held() => Ok(Some(stopped)),
+            false => Ok(None),
+        }
     }
 
     pub async fn reset_breaker(

@@ -25,9 +25,9 @@ type Open = fn(&SourceSpec<'_>) -> Result<Box<dyn Source>, SourceError>;
 struct Engine {
     /// Its own keys, checked without I/O.
     check: fn(&SourceConfig) -> Result<(), String>,
-    /// The source, at the stored cursor. None: records are not pulled
-    /// (HTTP ingest: they are posted to the server).
-    open: Option<Open>,
+    /// The source, at the stored cursor (only for an engine that
+    /// `SourceEngine::pulled()` says is read by a source task).
+    open: Open,
     /// Whether `abrq backfill` can read a table again while it streams.
     backfills: fn(&SourceConfig) -> bool,
     /// Whether `abrq check` connects to it (a server; a file is read
@@ -39,25 +39,25 @@ fn engine(e: SourceEngine) -> Engine {
     match e {
         SourceEngine::File => Engine {
             check: |c| FileOptions::from_config(c).map(drop),
-            open: Some(open_file),
+            open: open_file,
             backfills: |_| false,
             probed: false,
         },
         SourceEngine::Generate => Engine {
             check: |c| GenerateOptions::from_config(c).map(drop),
-            open: Some(open_generate),
+            open: open_generate,
             backfills: |_| false,
             probed: false,
         },
         SourceEngine::Http => Engine {
             check: |c| HttpOptions::from_config(c).map(drop),
-            open: None,
+            open: not_pulled,
             backfills: |_| false,
             probed: false,
         },
         SourceEngine::Postgres => Engine {
             check: |c| PostgresSettings::from_config(c).map(drop),
-            open: Some(open_postgres),
+            open: open_postgres,
             backfills: |c| {
                 PostgresSettings::from_config(c).is_ok_and(|s| s.mode == postgres::Mode::Cdc)
             },
@@ -65,7 +65,7 @@ fn engine(e: SourceEngine) -> Engine {
         },
         SourceEngine::Mysql => Engine {
             check: |c| MysqlSettings::from_config(c).map(drop),
-            open: Some(open_mysql),
+            open: open_mysql,
             backfills: |c| MysqlSettings::from_config(c).is_ok_and(|s| s.mode == mysql::Mode::Cdc),
             probed: true,
         },
@@ -80,16 +80,7 @@ pub fn check(cfg: &SourceConfig) -> Result<(), String> {
 /// Makes the source `spec` describes: the [`crate::SourceFactory`] the
 /// binary gives the engine.
 pub fn open(spec: &SourceSpec<'_>) -> Result<Box<dyn Source>, SourceError> {
-    match engine(spec.config.engine).open {
-        Some(open) => open(spec),
-        None => Err(SourceError::new(
-            Failure::Invalid,
-            format!(
-                "a {} source is not read by abrq: its records are sent to it",
-                spec.config.engine.as_str()
-            ),
-        )),
-    }
+    (engine(spec.config.engine).open)(spec)
 }
 
 /// Whether `abrq check` connects to the source.
@@ -104,6 +95,17 @@ pub fn backfills(cfg: &SourceConfig) -> bool {
 
 fn invalid(e: String) -> SourceError {
     SourceError::new(Failure::Invalid, e)
+}
+
+/// HTTP ingest is sent its records: there is nothing to read.
+fn not_pulled(spec: &SourceSpec<'_>) -> Result<Box<dyn Source>, SourceError> {
+    Err(SourceError::new(
+        Failure::Invalid,
+        format!(
+            "a {} source is not read by abrq: its records are sent to it",
+            spec.config.engine.as_str()
+        ),
+    ))
 }
 
 fn open_file(spec: &SourceSpec<'_>) -> Result<Box<dyn Source>, SourceError> {

@@ -2,7 +2,8 @@
 //! process every [`EVERY`]: batches another process staged wake the drain
 //! loops held here; marks of drains held elsewhere keep status right; an
 //! operator's pause or breaker reset through any process reaches the
-//! holder within a second.
+//! holder within a second, and so does a backfill or a source restart
+//! (an audit entry the source's holder takes up).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -48,6 +49,9 @@ async fn follow(s: &StreamShared, last_audit: &mut Option<Option<i64>>) -> Store
         .first()
         .map(|e| e.id);
     let operator_acted = last_audit.is_some_and(|seen| seen != newest);
+    if operator_acted {
+        take_up_source_requests(s, last_audit.flatten()).await?;
+    }
     *last_audit = Some(newest);
     let stats = s.store().spool_stats(s.name()).await?;
     s.saw_staged(stats.last_seq);
@@ -79,6 +83,33 @@ async fn follow(s: &StreamShared, last_audit: &mut Option<Option<i64>>) -> Store
         // ends a retry backoff early.
         if operator_acted {
             d.wake();
+        }
+    }
+    Ok(())
+}
+
+/// How many operator actions of one stream a poll reads at most.
+const RECENT: u32 = 100;
+
+/// Backfills and source restarts asked for after audit entry `after`
+/// (through any process) go to the source when this process holds it.
+async fn take_up_source_requests(s: &StreamShared, after: Option<i64>) -> StoreResult<()> {
+    if !s.source_tenure().held() {
+        return Ok(());
+    }
+    let mut recent = s.store().audit_log(Some(s.name()), RECENT).await?;
+    recent.retain(|e| after.is_none_or(|seen| e.id > seen));
+    recent.reverse();
+    for entry in recent {
+        match entry.action.as_str() {
+            "backfill" => {
+                let table = entry.detail["table"].as_str().map(str::to_string);
+                s.ask_backfill(table);
+            }
+            "source_restart" => {
+                s.source_health().request_restart();
+            }
+            _ => {}
         }
     }
     Ok(())

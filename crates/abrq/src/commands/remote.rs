@@ -235,7 +235,10 @@ pub async fn source(cmd: SourceCmd) -> anyhow::Result<()> {
                 Some(true) => {
                     println!("source of {stream} starts again; `abrq status` shows whether it runs")
                 }
-                _ => println!("source of {stream} had not stopped; nothing changed"),
+                Some(false) => println!("source of {stream} had not stopped; nothing changed"),
+                None => println!(
+                    "restart of the source of {stream} asked for; the process reading it starts it again if it stopped"
+                ),
             }
             Ok(())
         }

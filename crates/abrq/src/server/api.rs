@@ -119,6 +119,7 @@ pub async fn restart_source(
     ApiPath(s): ApiPath<String>,
     headers: HeaderMap,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
+    // null: another process runs the source and takes the request up
     let stopped = st.engine.restart_source(&s, &actor(&headers)).await?;
     Ok((
         StatusCode::ACCEPTED,

@@ -22,6 +22,7 @@ use super::super::snapshot;
 use super::binlog::Session;
 use super::position::file_order;
 use super::{rows_chunk, BinlogAt, MysqlCdc, Shaped};
+use crate::cdc::deadline::{self, within};
 use crate::cdc::{Ctx, Staged};
 use crate::chunk::Chunk;
 use crate::error::{Context as _, Failure, SourceError};
@@ -89,7 +90,12 @@ impl MysqlCdc {
             Some(Value::Array(key)) => Some(key.as_slice()),
             _ => None,
         };
-        match read_page(conn, &table, after).await {
+        let read = within(
+            deadline::PAGE,
+            "reading a backfill page",
+            read_page(conn, &table, after),
+        );
+        match read.await {
             Ok(p) => {
                 session.page = Some(p);
                 Ok(())

@@ -25,6 +25,7 @@ use super::super::config::TableName;
 use super::super::cursor::PgCursorSource;
 use super::pgoutput::Session;
 use super::{setup, PgCdc};
+use crate::cdc::deadline::{self, within};
 use crate::cdc::{Ctx, Staged};
 use crate::chunk::{Chunk, Limits};
 use crate::error::{Context as _, SourceError};
@@ -200,7 +201,12 @@ impl PgCdc {
         let Some(b) = session.backfill.as_mut() else {
             return Ok(());
         };
-        let page = b.reader.read(PAGE).await?;
+        let page = within(
+            deadline::PAGE,
+            "reading a backfill page",
+            b.reader.read(PAGE),
+        )
+        .await?;
         b.window = Some(Window {
             id: id.clone(),
             low_seen: false,
