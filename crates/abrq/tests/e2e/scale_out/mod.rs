@@ -403,7 +403,14 @@ async fn operator_actions(alone: &Alone) {
     assert!(u(&dst["delivered_batches"]) > u(&before["delivered_batches"]));
     assert_eq!(dst["holder"]["here"], true);
 
-    // Everything appended is in both local destinations.
+    // Everything appended is in both local destinations, once the other
+    // one has passed the last batch too (it may have been staged after
+    // the status that lake_b was waited on above).
+    c.nodes[resumer]
+        .wait_status(STREAM, "lake_b to pass the last batch", |st| {
+            u(&dest_of(st, "lake_b")["high_water_mark"]) == u(&st["spool"]["last_seq"])
+        })
+        .await;
     let total = next;
     for dd in ["lake_a", "lake_b"] {
         let (_, ids) = local_ids(&c.out(dd));
