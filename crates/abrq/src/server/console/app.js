@@ -252,7 +252,13 @@ function renderSource(st, now) {
   if (src.holder) facts.push(el("span", { "data-role": "source-holder" }, "read by ", el("b", { text: holderText(src.holder) })));
   const out = [el("div", { class: "facts" }, facts)];
   if (src.position) out.push(el("div", { class: "muted" }, "position ", el("code", { text: JSON.stringify(src.position) })));
-  if (src.error) out.push(el("p", { class: "error", "data-role": "source-error", text: `failing since ${src.failing_since}: ${src.error}` }));
+  const how = src.state === "stopped" ? "stopped" : "failing";
+  if (src.error) out.push(el("p", { class: "error", "data-role": "source-error", text: `${how} since ${src.failing_since}: ${src.error}` }));
+  // a definite failure: nothing restarts the source until the operator does
+  if (src.recovery) {
+    const restart = () => act(`restart the source of ${st.name}`, "POST", `/v1/streams/${enc(st.name)}/source/restart`);
+    out.push(el("p", { "data-role": "source-recovery" }, "recovery: ", src.recovery, " ", actionButton("Restart source", "restart-source", restart)));
+  }
   if (src.gc_failure) out.push(el("p", { class: "error", text: `spool GC failing: ${src.gc_failure.error}` }));
   return out;
 }
