@@ -7,10 +7,11 @@ pub mod breaker;
 pub mod config;
 pub mod destination;
 pub mod error;
+pub mod json;
 pub mod record;
 pub mod retry;
 
-pub use batch::{idempotency_key, Batch, BatchMeta};
+pub use batch::{idempotency_key, staging_nonce, Batch, BatchMeta};
 pub use breaker::{Breaker, BreakerConfig, BreakerState, Permit, Transition};
 pub use destination::{CheckReport, DeliveryReport, Destination};
 pub use error::{DeliveryError, Disposition, ReasonClass};

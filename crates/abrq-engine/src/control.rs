@@ -146,7 +146,8 @@ impl Engine {
                 "stream {stream:?} cannot backfill: only a postgres or mysql source in mode = \"cdc\" can"
             )));
         }
-        self.unfenced
+        let id = self
+            .unfenced
             .record_audit(NewAudit {
                 actor: actor.to_string(),
                 action: "backfill".into(),
@@ -155,10 +156,14 @@ impl Engine {
                 detail: json!({ "table": table }),
             })
             .await?;
-        // with shared state the audit entry is the request: the process
-        // holding the source takes it up (cluster/follow.rs)
+        // the audit entry is the request: the process holding the source
+        // takes it up (cluster/follow.rs), and a source starting takes up
+        // those its cursor has not (source_task)
         if self.cluster.is_none() {
-            s.ask_backfill(table.clone());
+            s.ask_backfill(abrq_sources::BackfillAsk {
+                id,
+                table: table.clone(),
+            });
         }
         tracing::info!(stream, ?table, actor, "backfill asked for");
         Ok(())

@@ -39,8 +39,8 @@ pub enum StageError {
     Store(#[from] StoreError),
 }
 
-/// A backfill asked for: a table, or None for every table.
-pub type BackfillRequest = Option<String>;
+/// A backfill asked for: its audit entry and table (None: every table).
+pub type BackfillRequest = abrq_sources::BackfillAsk;
 
 pub struct StreamShared {
     name: String,
@@ -263,10 +263,10 @@ impl StreamShared {
             .unwrap_or_else(|e| e.into_inner()) = Some(p);
     }
 
-    /// Asks the source to read `table` (None: every table) again.
-    pub(crate) fn ask_backfill(&self, table: BackfillRequest) {
+    /// Asks the source to read a table (or every table) again.
+    pub(crate) fn ask_backfill(&self, ask: BackfillRequest) {
         // the receiver lives as long as the stream: a send cannot fail
-        let _ = self.backfill.send(table);
+        let _ = self.backfill.send(ask);
     }
 
     /// The backfills asked for, for the source task while it runs.

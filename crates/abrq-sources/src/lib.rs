@@ -35,4 +35,4 @@ pub use ingest::{for_each_record, parse_body, IngestError};
 pub use postgres::PgCursorSource;
 pub use progress::Progress;
 pub use registry::{backfills, check, open, probed};
-pub use source::{Pace, ReadChunk, Source, SourceFactory, SourceSpec};
+pub use source::{BackfillAsk, Pace, ReadChunk, Source, SourceFactory, SourceSpec};

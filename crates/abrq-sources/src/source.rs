@@ -39,6 +39,15 @@ impl Pace {
     }
 }
 
+/// A backfill an operator asked for: the audit entry that records it
+/// (its id orders the requests; a cursor keeps the last one taken up) and
+/// the table (None: every table the stream captures).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BackfillAsk {
+    pub id: i64,
+    pub table: Option<String>,
+}
+
 /// A source the engine pulls records from.
 #[async_trait]
 pub trait Source: Send {
@@ -59,9 +68,16 @@ pub trait Source: Send {
         None
     }
 
-    /// An operator asked to read `table` (None: every table) again while
+    /// An operator asked to read a table (or every table) again while
     /// streaming goes on. Only a source that [`crate::backfills`] is asked.
-    fn backfill(&mut self, _table: Option<String>) {}
+    fn backfill(&mut self, _ask: BackfillAsk) {}
+
+    /// At each start, before the first read: the backfills the stream's
+    /// audit log holds (oldest first) and its newest entry. The source
+    /// takes up those after the last one its cursor says it took up, so
+    /// a request runs once whichever process it was asked through, and
+    /// one not begun before a restart or a takeover is not lost.
+    fn asked_before(&mut self, _asked: Vec<BackfillAsk>, _newest: Option<i64>) {}
 
     /// For `abrq check`: connects and says how it will read, or every
     /// prerequisite that is missing.

@@ -14,9 +14,9 @@
 //! | `N{table}`    | the source table of the items after it (`{"schema":..,"name":..}`) |
 //!
 //! A record's fields are written as the object they are, not wrapped in
-//! another one, so a payload nests exactly as deep as the records it holds:
-//! whatever serde_json parsed at the source, it parses again here (its
-//! recursion limit applies to both alike). Lines that start with `{` are the
+//! another one, so a payload nests exactly as deep as the records it holds;
+//! a record line is read back at any depth (`abrq_core::json`): a database
+//! source's value nested thousands of levels deep is read as it was staged. Lines that start with `{` are the
 //! first format ([`Item`]'s own serde form, `{"kind":"record",...}`), which
 //! spools written by earlier versions still hold; they decode as before.
 
@@ -130,7 +130,7 @@ pub fn decode_lines(bytes: &[u8]) -> Result<Vec<Item>, LineError> {
             continue;
         };
         let record = |op| {
-            serde_json::from_slice::<Map<String, Value>>(rest)
+            abrq_core::json::from_slice::<Map<String, Value>>(rest)
                 .map(|fields| Item::Record(Record { op, fields }))
                 .map_err(json)
         };
@@ -143,7 +143,7 @@ pub fn decode_lines(bytes: &[u8]) -> Result<Vec<Item>, LineError> {
                 columns: serde_json::from_slice(rest).map_err(json)?,
             },
             b'N' => Item::Table(serde_json::from_slice(rest).map_err(json)?),
-            b'{' => serde_json::from_slice::<Item>(line).map_err(json)?,
+            b'{' => abrq_core::json::from_slice::<Item>(line).map_err(json)?,
             b' ' | b'\t' | b'\r' if line.iter().all(u8::is_ascii_whitespace) => continue,
             other => {
                 return Err(LineError::Tag {

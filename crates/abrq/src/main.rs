@@ -8,6 +8,9 @@ mod server;
 
 use clap::Parser;
 
+/// Every runtime thread's stack: a 20,000-level JSON value needs a few MB.
+const THREAD_STACK: usize = 64 << 20;
+
 fn main() -> std::process::ExitCode {
     let cli = cli::Cli::parse();
     let default_filter = match cli.command {
@@ -18,6 +21,10 @@ fn main() -> std::process::ExitCode {
     logging::init(cli.log_format, default_filter);
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
+        // a database value nested thousands of levels deep is encoded,
+        // compared and freed by recursion: room for it (reserved, not
+        // used, until a value needs it)
+        .thread_stack_size(THREAD_STACK)
         .build()
     {
         Ok(rt) => rt,

@@ -102,10 +102,7 @@ async fn take_up_source_requests(s: &StreamShared, after: Option<i64>) -> StoreR
     recent.reverse();
     for entry in recent {
         match entry.action.as_str() {
-            "backfill" => {
-                let table = entry.detail["table"].as_str().map(str::to_string);
-                s.ask_backfill(table);
-            }
+            "backfill" => s.ask_backfill(crate::source_task::backfill_ask(&entry)),
             "source_restart" => {
                 s.source_health().request_restart();
             }

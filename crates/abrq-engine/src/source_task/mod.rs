@@ -69,8 +69,36 @@ pub async fn run_supervised(stream: Arc<StreamShared>, cancel: CancellationToken
 /// follows).
 pub async fn run(stream: Arc<StreamShared>) -> Result<(), SourceTaskError> {
     let cursor = stream.store().cursor(stream.name()).await?;
-    let source = stream.open_source(cursor.as_deref())?;
+    let mut source = stream.open_source(cursor.as_deref())?;
+    if abrq_sources::backfills(stream.source_config()) {
+        // the requests the source has not taken up yet, whichever process
+        // they were asked through and whoever held the source then
+        let recent = stream
+            .store()
+            .audit_log(Some(stream.name()), ASKED_AT_START)
+            .await?;
+        let newest = recent.first().map(|e| e.id);
+        let asked = recent
+            .iter()
+            .rev()
+            .filter(|e| e.action == "backfill")
+            .map(backfill_ask)
+            .collect();
+        source.asked_before(asked, newest);
+    }
     pump(stream, source).await
+}
+
+/// How many of the stream's newest audit entries a start reads for the
+/// backfills asked for.
+const ASKED_AT_START: u32 = 1000;
+
+/// The backfill an audit entry of action `backfill` asks for.
+pub(crate) fn backfill_ask(entry: &abrq_state::AuditEntry) -> abrq_sources::BackfillAsk {
+    abrq_sources::BackfillAsk {
+        id: entry.id,
+        table: entry.detail["table"].as_str().map(str::to_string),
+    }
 }
 
 /// A batch for the spool: parsed items encoded, kept lines as they are
@@ -107,8 +135,8 @@ async fn pump(
             // unstaged records are read again after a restart
             return group.flush(source.as_mut()).await;
         }
-        while let Ok(table) = backfills.try_recv() {
-            source.backfill(table);
+        while let Ok(ask) = backfills.try_recv() {
+            source.backfill(ask);
         }
         let want = Limits {
             max_records: limits.max_records - pending.records,

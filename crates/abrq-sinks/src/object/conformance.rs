@@ -74,7 +74,7 @@ pub fn batch_of(seq: u64, items: Vec<Item>) -> Batch {
         meta: BatchMeta {
             stream: "orders".into(),
             seq,
-            idempotency_key: idempotency_key(Uuid::from_u128(0xab), seq),
+            idempotency_key: idempotency_key(Uuid::from_u128(0xab), seq, uuid::Uuid::nil()),
             // a past day, late in UTC: "now" or local time would differ
             staged_at: Utc.with_ymd_and_hms(2021, 3, 4, 23, 30, 0).unwrap(),
             records: records.len() as u64,

@@ -84,7 +84,7 @@ mod tests {
         BatchMeta {
             stream: "orders".into(),
             seq,
-            idempotency_key: idempotency_key(Uuid::from_u128(7), seq),
+            idempotency_key: idempotency_key(Uuid::from_u128(7), seq, uuid::Uuid::nil()),
             // an earlier day than any "now" the test runs at, and late in the
             // UTC day so a local-time slip would show as the next day
             staged_at: Utc.with_ymd_and_hms(2021, 3, 4, 23, 59, 59).unwrap(),

@@ -283,6 +283,9 @@ fn written_bytes(plan: &Plan<'_>) -> u64 {
                     .map(|c| c.wire_len())
                     .sum::<usize>();
             }
+            Step::DeleteOne { row, .. } => {
+                n += row.cells.iter().map(|c| c.wire_len()).sum::<usize>();
+            }
         }
     }
     n as u64
@@ -417,12 +420,12 @@ impl<B: Backend> Destination for RelationalDestination<B> {
             ),
             Some(t) => format!("table {name} exists: {}", t.describe(|ty| d.type_name(ty))),
         };
-        if s.mode == super::config::WriteMode::Upsert
-            && table.as_ref().is_some_and(|t| t.key.is_empty())
-        {
-            return Err(Failure::Misconfigured
-                .error(format!("{about}; upsert mode needs a primary key on it")));
-        }
+        let about = match &table {
+            Some(t) if s.mode == super::config::WriteMode::Upsert && t.key.is_empty() => format!(
+                "{about}; it has no primary key: rows are appended, and a delete removes one row equal to the old row"
+            ),
+            _ => about,
+        };
         Ok(CheckReport {
             detail: format!(
                 "{} destination {:?} of stream {:?}: connected to {at}; {about}",

@@ -45,6 +45,12 @@ impl<'a> Grouper<'a> {
         self.deletes.push(row);
     }
 
+    /// A keyless table's delete: a statement of its own, in order.
+    pub fn delete_one(&mut self, columns: Vec<usize>, row: Row<'a>) {
+        self.flush();
+        self.steps.push(Step::DeleteOne { columns, row });
+    }
+
     pub fn write(&mut self, item: usize, mut pairs: Pairs<'a>) {
         self.flush_deletes();
         pairs.sort_by_key(|(c, _)| *c);

@@ -85,6 +85,12 @@ pub enum Step<'a> {
     Delete {
         rows: Vec<Row<'a>>,
     },
+    /// A table without a key: delete one row equal to `row` in `columns`
+    /// (NULL equal to NULL), as PostgreSQL's own subscriber does.
+    DeleteOne {
+        columns: Vec<usize>,
+        row: Row<'a>,
+    },
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -147,6 +153,10 @@ pub fn plan<'a>(
     let mut needs_at: HashMap<&str, usize> = HashMap::new();
     for (i, item) in batch.enumerate() {
         let Item::Record(r) = item else { continue };
+        // a delete describes a row already there: it never adds a column
+        if p.mode == WriteMode::Upsert && r.op == Op::Delete {
+            continue;
+        }
         for (k, v) in &r.fields {
             if known.contains(k.as_str()) || v.is_null() && !declared.contains_key(k) {
                 continue;
@@ -201,14 +211,9 @@ pub fn plan<'a>(
                 nullable: !key.iter().any(|k| k == name),
             })
             .collect();
+        // without a key (a source table that has none) the table is made
+        // without one: rows are appended and deleted by their whole value
         if p.mode == WriteMode::Upsert && !table.columns.is_empty() {
-            if key.is_empty() {
-                return Err(PlanError::NoKey(
-                    "upsert mode: the table does not exist and no primary key is configured; \
-                     create it with a primary key"
-                        .into(),
-                ));
-            }
             if let Some(k) = key.iter().find(|k| table.column(k).is_none()) {
                 return Err(PlanError::NoKey(format!(
                     "upsert mode: key column {k:?} is not in the batch"
@@ -241,12 +246,6 @@ pub fn plan<'a>(
         }
     }
     let create = fresh && !table.columns.is_empty();
-    if p.mode == WriteMode::Upsert && table.key.is_empty() && (create || !fresh) {
-        return Err(PlanError::NoKey(
-            "upsert mode needs a primary key on the table; add one, then the batch is retried"
-                .into(),
-        ));
-    }
 
     // pass 3: rows
     let steps = if fresh && !create {

@@ -27,7 +27,10 @@ pub fn steps<'a>(
         .iter()
         .filter_map(|k| index.get(k.as_str()).copied())
         .collect();
-    let upsert = p.mode == WriteMode::Upsert;
+    // a table without a key cannot take upserts: inserts are appended,
+    // a delete removes one row equal to the old row the record carries
+    let keyless = p.mode == WriteMode::Upsert && key.is_empty();
+    let upsert = p.mode == WriteMode::Upsert && !keyless;
     let mut out = Grouper::new(upsert, key.clone());
     for (i, item) in batch.enumerate() {
         match item {
@@ -36,6 +39,19 @@ pub fn steps<'a>(
                 TruncatePolicy::Ignore => counts.ignored_truncates += 1,
             },
             Item::Schema { .. } | Item::Table(_) => {}
+            Item::Record(r) if keyless && r.op == Op::Delete => {
+                let (columns, cells) = whole_row(i, &r.fields, table, &index)?;
+                out.delete_one(columns, Row { item: i, cells });
+            }
+            Item::Record(r) if keyless && r.op == Op::Update => {
+                return Err(PlanError::Rejected {
+                    item: i,
+                    message: "an update of a table without a primary key cannot say which row \
+                              it changes; a database source sends it as a delete of the old \
+                              row and an insert of the new"
+                        .into(),
+                });
+            }
             Item::Record(r) if upsert && r.op == Op::Delete => {
                 let cells = key_cells(i, &r.fields, table, &key)?;
                 out.delete(Row { item: i, cells });
@@ -117,6 +133,40 @@ fn convert<'a>(
     }
     counts.dropped_values += dropped_values;
     Ok(Some(row))
+}
+
+/// A keyless delete's old row: the columns it names that the table has,
+/// and their cells.
+fn whole_row<'a>(
+    i: usize,
+    fields: &'a Map<String, Value>,
+    table: &TableInfo,
+    index: &HashMap<&str, usize>,
+) -> Result<(Vec<usize>, Vec<Cell<'a>>), PlanError> {
+    let mut pairs: Vec<(usize, Cell<'a>)> = Vec::with_capacity(fields.len());
+    for (k, v) in fields {
+        let Some(&c) = index.get(k.as_str()) else {
+            continue; // no such column: no row of the table can differ in it
+        };
+        let col = &table.columns[c];
+        let value = cell(&col.ty, v).ok_or_else(|| PlanError::Rejected {
+            item: i,
+            message: format!(
+                "delete record: a value of the wrong type for column {:?}",
+                col.name
+            ),
+        })?;
+        pairs.push((c, value));
+    }
+    if pairs.is_empty() {
+        return Err(PlanError::Rejected {
+            item: i,
+            message: "delete record of a table without a primary key names none of its columns"
+                .into(),
+        });
+    }
+    pairs.sort_by_key(|(c, _)| *c);
+    Ok(pairs.into_iter().unzip())
 }
 
 /// The key of a delete record, converted for the key columns.

@@ -32,7 +32,7 @@ fn batch(items: Vec<Item>) -> Batch {
         meta: BatchMeta {
             stream: "s".into(),
             seq: 1,
-            idempotency_key: idempotency_key(uuid::Uuid::nil(), 1),
+            idempotency_key: idempotency_key(uuid::Uuid::nil(), 1, uuid::Uuid::nil()),
             staged_at: Utc::now(),
             records: 0,
             bytes: 0,
@@ -80,7 +80,7 @@ fn written<'a>(p: &'a Plan<'a>) -> Vec<(usize, &'a [Cell<'a>])> {
         .iter()
         .flat_map(|s| match s {
             Step::Write { rows, .. } => rows.iter().map(|r| (r.item, r.cells.as_slice())).collect(),
-            Step::Truncate | Step::Delete { .. } => vec![],
+            Step::Truncate | Step::Delete { .. } | Step::DeleteOne { .. } => vec![],
         })
         .collect()
 }
@@ -339,14 +339,39 @@ fn upsert_groups_by_shape_dedupes_keys_and_deletes_in_order() {
         plan(&b, Some(&table()), &pol),
         Err(PlanError::Rejected { item: 0, .. })
     ));
+}
+
+/// A table without a key takes what PostgreSQL's own subscriber takes:
+/// inserts appended, a delete of one row equal to the old row; an update
+/// cannot say which row it changes.
+#[test]
+fn a_table_without_a_key_appends_and_deletes_by_the_whole_row() {
+    let pol = Policy {
+        mode: WriteMode::Upsert,
+        ..default_policy()
+    };
     let mut keyless = table();
     keyless.key.clear();
-    let b = batch(vec![ins(json!({"id": 1}))]);
+    let b = batch(vec![
+        ins(json!({"id": 1, "name": "a"})),
+        rec(Op::Delete, json!({"id": 1, "name": null})),
+    ]);
+    let p = plan(&b, Some(&keyless), &pol).unwrap();
+    match p.steps.as_slice() {
+        [Step::Write { upsert: false, .. }, Step::DeleteOne { columns, row }] => {
+            assert_eq!(columns, &vec![0, 1]);
+            assert_eq!(row.cells, vec![Cell::Int(1), Cell::Null]);
+        }
+        other => panic!("{other:?}"),
+    }
+    let one = batch(vec![ins(json!({"id": 1}))]);
+    let fresh = plan(&one, None, &pol).unwrap();
+    assert!(fresh.create && fresh.table.key.is_empty());
+    let b = batch(vec![rec(Op::Update, json!({"id": 1}))]);
     assert!(matches!(
         plan(&b, Some(&keyless), &pol),
-        Err(PlanError::NoKey(_))
+        Err(PlanError::Rejected { item: 0, .. })
     ));
-    assert!(matches!(plan(&b, None, &pol), Err(PlanError::NoKey(_))));
 }
 
 #[test]

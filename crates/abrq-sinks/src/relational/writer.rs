@@ -101,6 +101,16 @@ pub trait Statements: Sync {
         t: &TableInfo,
         rows: &[Row<'_>],
     ) -> Result<(), sqlx::Error>;
+
+    /// Deletes one row of a table without a key whose `columns` equal
+    /// `row`'s cells (NULL equal to NULL).
+    async fn delete_one(
+        &self,
+        conn: &mut Conn<Self>,
+        t: &TableInfo,
+        columns: &[usize],
+        row: &Row<'_>,
+    ) -> Result<(), sqlx::Error>;
 }
 
 /// The DDL the plan needs, in order: create, add columns, widen columns.
@@ -328,6 +338,14 @@ async fn run_steps<S: Statements>(
                             blame(chunk, op, e)
                         })?;
                 }
+            }
+            Step::DeleteOne { columns, row } => {
+                s.delete_one(tx, &plan.table, columns, row)
+                    .await
+                    .map_err(|e| {
+                        let op = format!("delete a row equal to the old row from {table}");
+                        blame(std::slice::from_ref(row), op, e)
+                    })?;
             }
             Step::Delete { rows } => {
                 for chunk in s.chunks(rows, plan.table.key.len(), one) {

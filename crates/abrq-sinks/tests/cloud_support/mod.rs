@@ -81,7 +81,7 @@ pub fn batch(seq: u64, kib: usize) -> abrq_core::Batch {
         meta: BatchMeta {
             stream: "orders".into(),
             seq,
-            idempotency_key: idempotency_key(uuid::Uuid::from_u128(0xc1), seq),
+            idempotency_key: idempotency_key(uuid::Uuid::from_u128(0xc1), seq, uuid::Uuid::nil()),
             // a past day, late in UTC: dt= must be this day, not today's
             staged_at: chrono::TimeZone::with_ymd_and_hms(&chrono::Utc, 2024, 2, 29, 23, 30, 0)
                 .unwrap(),

@@ -91,7 +91,7 @@ pub fn batch(seq: u64, rows: u64) -> Batch {
         meta: BatchMeta {
             stream: "orders".into(),
             seq,
-            idempotency_key: idempotency_key(uuid::Uuid::from_u128(0xf7), seq),
+            idempotency_key: idempotency_key(uuid::Uuid::from_u128(0xf7), seq, uuid::Uuid::nil()),
             staged_at: Utc.with_ymd_and_hms(2026, 7, 30, 12, 0, 0).unwrap(),
             records: rows,
             bytes: 0,
@@ -102,7 +102,7 @@ pub fn batch(seq: u64, rows: u64) -> Batch {
 
 /// Object name (not path) of batch `seq`'s jsonl.gz object.
 pub fn object_name(seq: u64) -> String {
-    let key = idempotency_key(uuid::Uuid::from_u128(0xf7), seq);
+    let key = idempotency_key(uuid::Uuid::from_u128(0xf7), seq, uuid::Uuid::nil());
     format!("part-{}.jsonl.gz", &key[..16])
 }
 

@@ -94,7 +94,7 @@ pub fn batch(seq: u64, items: Vec<Item>) -> Batch {
         meta: BatchMeta {
             stream: "orders".into(),
             seq,
-            idempotency_key: idempotency_key(uuid::Uuid::from_u128(7), seq),
+            idempotency_key: idempotency_key(uuid::Uuid::from_u128(7), seq, uuid::Uuid::nil()),
             staged_at: chrono::Utc::now(),
             records: items.len() as u64,
             bytes: 0,

@@ -158,10 +158,20 @@ impl Db {
         port: Option<u16>,
         extra: &str,
     ) -> Arc<dyn Destination> {
-        let text = self.config(table, port, extra);
-        let c = Config::parse(&text, "test.toml").unwrap();
-        let d = c.streams[0].get_ref().destinations[0].get_ref().clone();
-        abrq_sinks::build("orders", &d).unwrap()
+        build(&self.config(table, port, extra))
+    }
+
+    /// Config text for a destination like [`Db::config`]'s, writing into
+    /// `schema` (a database, for MySQL) instead of this test's own.
+    pub fn config_in(&self, schema: &str, table: &str) -> String {
+        let text = self.config(table, None, "");
+        match self.engine {
+            Engine::Postgres => text.replace(
+                &format!("schema = \"{}\"\n", self.name),
+                &format!("schema = \"{schema}\"\n"),
+            ),
+            Engine::Mysql => text.replace("table = ", &format!("schema = \"{schema}\"\ntable = ")),
+        }
     }
 
     /// `schema.table`, quoted for this engine.
@@ -264,6 +274,13 @@ impl Db {
     }
 }
 
+/// The destination a config text of one stream and one destination names.
+pub fn build(text: &str) -> Arc<dyn Destination> {
+    let c = Config::parse(text, "test.toml").unwrap();
+    let d = c.streams[0].get_ref().destinations[0].get_ref().clone();
+    abrq_sinks::build("orders", &d).unwrap()
+}
+
 pub fn record(op: Op, v: Value) -> Item {
     match v {
         Value::Object(fields) => Item::Record(Record { op, fields }),
@@ -282,7 +299,7 @@ pub fn batch(seq: u64, items: Vec<Item>) -> Batch {
         meta: BatchMeta {
             stream: "orders".into(),
             seq,
-            idempotency_key: idempotency_key(uuid::Uuid::from_u128(0xabc), seq),
+            idempotency_key: idempotency_key(uuid::Uuid::from_u128(0xabc), seq, uuid::Uuid::nil()),
             staged_at: Utc::now(),
             records,
             bytes: 0,

@@ -10,21 +10,33 @@ use std::collections::VecDeque;
 use serde_json::Value;
 
 use super::cursor::Staged;
+use crate::source::BackfillAsk;
 
 #[derive(Debug, Default)]
 pub struct Backfills {
-    asked: VecDeque<Option<String>>,
+    /// In the order asked (by audit entry).
+    asked: VecDeque<BackfillAsk>,
     error: Option<String>,
 }
 
 impl Backfills {
-    pub fn ask(&mut self, table: Option<String>) {
-        self.asked.push_back(table);
+    /// Queues a request unless it was taken up already (`taken`: the
+    /// cursor's last) or waits already: the engine may hand the same one
+    /// over at a start and again as it follows the audit log.
+    pub fn ask(&mut self, ask: BackfillAsk, taken: Option<i64>) {
+        if taken.is_some_and(|t| ask.id <= t) || self.asked.iter().any(|a| a.id == ask.id) {
+            return;
+        }
+        let at = self.asked.partition_point(|a| a.id < ask.id);
+        self.asked.insert(at, ask);
     }
 
-    /// The next request, when none runs.
-    pub fn next_asked(&mut self) -> Option<Option<String>> {
-        self.asked.pop_front()
+    /// The next request, when none runs: the cursor's `taken` moves to
+    /// it, so once that cursor is staged no start takes it up again.
+    pub fn next_asked(&mut self, taken: &mut Option<i64>) -> Option<Option<String>> {
+        let ask = self.asked.pop_front()?;
+        *taken = Some(ask.id);
+        Some(ask.table)
     }
 
     /// A backfill could not start: status says why; streaming goes on.
@@ -53,5 +65,31 @@ impl Backfills {
             v["error"] = e.clone().into();
         }
         v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ask(id: i64) -> BackfillAsk {
+        BackfillAsk {
+            id,
+            table: Some(format!("t{id}")),
+        }
+    }
+
+    #[test]
+    fn a_request_is_taken_up_once_in_the_order_asked() {
+        let mut b = Backfills::default();
+        let mut taken = Some(2);
+        for id in [4, 2, 3, 4, 1] {
+            b.ask(ask(id), taken);
+        }
+        assert_eq!(b.next_asked(&mut taken), Some(Some("t3".into())));
+        assert_eq!(taken, Some(3));
+        b.ask(ask(3), taken);
+        assert_eq!(b.next_asked(&mut taken), Some(Some("t4".into())));
+        assert_eq!((b.next_asked(&mut taken), taken), (None, Some(4)));
     }
 }

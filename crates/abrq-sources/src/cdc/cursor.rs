@@ -21,6 +21,9 @@ pub struct Cursor<A> {
     pub copy: Option<CopyAt>,
     /// A backfill under way: it goes on after a restart.
     pub backfill: Option<Staged>,
+    /// The audit entry of the last backfill request taken up (begun or
+    /// refused); None in a cursor stored before requests were counted.
+    pub taken: Option<i64>,
 }
 
 impl<A: Clone> Cursor<A> {
@@ -44,6 +47,7 @@ impl<A> Cursor<A> {
             skip: 0,
             copy: None,
             backfill: None,
+            taken: None,
         }
     }
 }

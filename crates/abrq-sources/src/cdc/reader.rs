@@ -20,7 +20,7 @@ use super::protocol::{Ctx, Opening, Protocol, Step, View};
 use crate::chunk::{Chunk, Limits};
 use crate::error::{Failure, SourceError};
 use crate::progress::Progress;
-use crate::source::{Pace, Source};
+use crate::source::{BackfillAsk, Pace, Source};
 
 /// How long a read waits for the first step before it says "nothing for
 /// now", and for the next one once a chunk has begun.
@@ -125,7 +125,9 @@ impl<P: Protocol> ChangeReader<P> {
         self.fresh = false;
         match opened {
             Opening::Copy { copy, at, tables } => {
+                let taken = self.cursor.taken;
                 self.cursor = Cursor::new(at);
+                self.cursor.taken = taken;
                 match tables.first() {
                     Some(first) => {
                         self.cursor.copy = Some(CopyAt {
@@ -450,8 +452,23 @@ impl<P: Protocol> Source for ChangeReader<P> {
         })
     }
 
-    fn backfill(&mut self, table: Option<String>) {
-        self.backfills.ask(table);
+    fn backfill(&mut self, ask: BackfillAsk) {
+        self.backfills.ask(ask, self.cursor.taken);
+    }
+
+    fn asked_before(&mut self, asked: Vec<BackfillAsk>, newest: Option<i64>) {
+        if self.cursor.taken.is_none() {
+            // a new stream has taken nothing up: all of them wait; a
+            // cursor stored before requests were counted took up those
+            // of its time, however many that was
+            self.cursor.taken = match self.fresh {
+                true => Some(0),
+                false => Some(newest.unwrap_or(0)),
+            };
+        }
+        for ask in asked {
+            self.backfills.ask(ask, self.cursor.taken);
+        }
     }
 
     async fn check(&mut self) -> Result<String, SourceError> {

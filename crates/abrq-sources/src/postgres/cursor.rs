@@ -138,7 +138,7 @@ impl PgCursorSource {
         };
         let mut last = None;
         for (i, (text,)) in rows.iter().enumerate() {
-            let fields: Map<String, Value> = serde_json::from_str(text)
+            let fields: Map<String, Value> = abrq_core::json::from_str(text)
                 .map_err(|e| SourceError::caused(Failure::Decode, "a row is not JSON", e))?;
             last = Some(self.position_of(&shape, &fields)?);
             chunk.bytes += record_bytes(&fields);

@@ -46,7 +46,7 @@ macro_rules! __state_store_conformance_list {
             streams_are_listed_by_name,
             stage_assigns_gapless_seqs,
             concurrent_stages_stay_gapless,
-            idempotency_keys_follow_the_formula,
+            idempotency_keys_are_kept_with_their_batch,
             cursor_commits_with_the_stage,
             request_key_dedupes,
             request_key_with_another_body_conflicts,

@@ -1,6 +1,6 @@
 //! Streams, staging, the spool and its garbage collection.
 
-use abrq_core::{idempotency_key, BatchMeta};
+use abrq_core::{idempotency_key, staging_nonce, BatchMeta};
 use sqlx::postgres::{PgConnection, PgRow};
 use sqlx::Row as _;
 
@@ -110,7 +110,7 @@ pub(super) async fn stage(
             records += b.records;
             bytes += b.bytes;
             cols.0.push(int(seq, "seq")?);
-            cols.1.push(idempotency_key(s.uuid, seq));
+            cols.1.push(idempotency_key(s.uuid, seq, staging_nonce()));
             cols.2.push(int(b.records, "records")?);
             cols.3.push(int(b.bytes, "bytes")?);
             cols.4.push(b.payload);

@@ -1,6 +1,6 @@
 //! Streams, staging, the spool and its garbage collection.
 
-use abrq_core::{idempotency_key, BatchMeta};
+use abrq_core::{idempotency_key, staging_nonce, BatchMeta};
 use rusqlite::{params, Connection, OptionalExtension};
 
 use super::rows::{corrupt, from_ms, now, seq_bound, stream_ids, time, to_ms};
@@ -104,7 +104,7 @@ pub(crate) fn stage(
     let mut seqs = Vec::with_capacity(batches.len());
     let (mut records, mut bytes) = (0u64, 0u64);
     for (seq, b) in (s.last_seq + 1..).zip(batches) {
-        let key = idempotency_key(s.uuid, seq);
+        let key = idempotency_key(s.uuid, seq, staging_nonce());
         insert.execute(params![
             s.id, seq, key, staged_at, b.records, b.bytes, b.payload
         ])?;

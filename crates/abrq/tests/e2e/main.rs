@@ -24,6 +24,8 @@ mod chaos_poison;
 mod check_checklist;
 mod cli;
 #[cfg(feature = "services")]
+mod cluster_backfill;
+#[cfg(feature = "services")]
 mod config_engines;
 mod config_secrets;
 #[cfg(feature = "services")]
@@ -75,6 +77,8 @@ mod postgres_cdc_unstaged;
 #[cfg(feature = "services")]
 mod postgres_cursor;
 #[cfg(feature = "services")]
+mod postgres_deep_json;
+#[cfg(feature = "services")]
 mod postgres_first_delivery;
 #[cfg(feature = "services")]
 mod postgres_state;
@@ -86,6 +90,8 @@ mod relational_crash;
 mod scale_out;
 #[cfg(feature = "services")]
 mod scale_out_fencing;
+#[cfg(feature = "services")]
+mod state_time_travel;
 #[cfg(feature = "services")]
 mod supervision;
 mod tls;

@@ -88,6 +88,34 @@ impl MysqlBackend {
             .copied()
     }
 
+    /// Creates the configured database when it does not exist yet, as the
+    /// tables in it are created: asked first, so a user without the global
+    /// CREATE right still writes into one that exists.
+    async fn create_schema(&self, schema: &str) -> Result<(), DbError> {
+        let quoted = D.quote(schema);
+        let found: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = ?",
+        )
+        .bind(schema)
+        .fetch_one(self.pool())
+        .await
+        .map_err(|e| db_error(format!("look up the database {quoted}"), e))?;
+        if found > 0 {
+            return Ok(());
+        }
+        sqlx::query(&format!("CREATE DATABASE IF NOT EXISTS {quoted}"))
+            .execute(self.pool())
+            .await
+            .map_err(|e| {
+                db_error(
+                    format!("create the database {quoted} (it does not exist)"),
+                    e,
+                )
+            })?;
+        tracing::info!(schema, "created the destination database");
+        Ok(())
+    }
+
     async fn ledger(&self) -> Result<String, DbError> {
         let name = D.qualified(self.schema(), LEDGER);
         let create = || async {
@@ -99,6 +127,9 @@ impl MysqlBackend {
                  destination_table varchar(200) NOT NULL, \
                  PRIMARY KEY (stream, idempotency_key, destination_table))"
             );
+            if let Some(schema) = &self.conn.settings.schema {
+                self.create_schema(schema).await?;
+            }
             sqlx::query(&sql)
                 .execute(self.pool())
                 .await

@@ -164,6 +164,33 @@ impl Statements for Ctx<'_> {
         sqlx::query_with(&sql, args).execute(conn).await.map(drop)
     }
 
+    async fn delete_one(
+        &self,
+        conn: &mut MySqlConnection,
+        t: &TableInfo,
+        columns: &[usize],
+        row: &Row<'_>,
+    ) -> Result<(), sqlx::Error> {
+        let equal: Vec<String> = columns
+            .iter()
+            .map(|&c| {
+                let col = &t.columns[c];
+                let value = match col.ty {
+                    SqlType::Json => "CAST(? AS JSON)",
+                    _ => "?",
+                };
+                format!("{} <=> {value}", D.quote(&col.name))
+            })
+            .collect();
+        let sql = format!(
+            "DELETE FROM {} WHERE {} LIMIT 1",
+            self.table,
+            equal.join(" AND ")
+        );
+        let args = arguments(row.cells.iter())?;
+        sqlx::query_with(&sql, args).execute(conn).await.map(drop)
+    }
+
     async fn delete(
         &self,
         conn: &mut MySqlConnection,

@@ -90,6 +90,9 @@ impl PgBackend {
             );
             let fail = |e| db_error(format!("create the ledger {name}"), e);
             let mut tx = self.pool().begin().await.map_err(fail)?;
+            if let Some(schema) = &self.conn.settings.schema {
+                create_schema(&mut tx, schema).await?;
+            }
             for sql in [creation_lock(&name), sql] {
                 sqlx::query(&sql).execute(&mut *tx).await.map_err(fail)?;
             }
@@ -98,6 +101,35 @@ impl PgBackend {
         self.conn.ledger(create).await?;
         Ok(name)
     }
+}
+
+/// Creates the configured schema when it does not exist yet, as the
+/// tables in it are created: asked first, so a user without CREATE on the
+/// database still writes into a schema that exists.
+async fn create_schema(conn: &mut sqlx::PgConnection, schema: &str) -> Result<(), DbError> {
+    let quoted = D.quote(schema);
+    let exists = |e| db_error(format!("look up the schema {quoted}"), e);
+    let find = "SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)";
+    let found: bool = sqlx::query_scalar(find)
+        .bind(schema)
+        .fetch_one(&mut *conn)
+        .await
+        .map_err(exists)?;
+    if found {
+        return Ok(());
+    }
+    let op = || format!("create the schema {quoted} (it does not exist)");
+    for sql in [
+        creation_lock(&quoted),
+        format!("CREATE SCHEMA IF NOT EXISTS {quoted}"),
+    ] {
+        sqlx::query(&sql)
+            .execute(&mut *conn)
+            .await
+            .map_err(|e| db_error(op(), e))?;
+    }
+    tracing::info!(schema, "created the destination schema");
+    Ok(())
 }
 
 /// The statement that takes turns with every other session creating

@@ -169,6 +169,25 @@ impl Statements for Ctx<'_> {
         execute_with_arrays(conn, &sql, t, columns, rows).await
     }
 
+    async fn delete_one(
+        &self,
+        conn: &mut PgConnection,
+        t: &TableInfo,
+        columns: &[usize],
+        row: &Row<'_>,
+    ) -> Result<(), sqlx::Error> {
+        let sql = delete_one_sql(self.table, t, columns);
+        let cols: Vec<(usize, &SqlType)> = columns
+            .iter()
+            .enumerate()
+            .map(|(i, &c)| (i, &t.columns[c].ty))
+            .collect();
+        bind_arrays(sqlx::query(&sql), &cols, std::slice::from_ref(row))?
+            .execute(conn)
+            .await
+            .map(drop)
+    }
+
     async fn delete(
         &self,
         conn: &mut PgConnection,
@@ -186,6 +205,26 @@ impl Statements for Ctx<'_> {
         );
         execute_with_arrays(conn, &sql, t, &key, rows).await
     }
+}
+
+/// The statement of [`Statements::delete_one`]: the first row (by ctid)
+/// equal in every given column to the one-row unnest of the old values.
+fn delete_one_sql(table: &str, t: &TableInfo, columns: &[usize]) -> String {
+    let equal: Vec<String> = columns
+        .iter()
+        .enumerate()
+        .map(|(i, &c)| {
+            format!(
+                "d.{} IS NOT DISTINCT FROM o.c{i}",
+                D.quote(&t.columns[c].name)
+            )
+        })
+        .collect();
+    format!(
+        "DELETE FROM {table} WHERE ctid = (SELECT d.ctid FROM {table} AS d, ({}) AS o WHERE {} LIMIT 1)",
+        unnest_select(t, columns),
+        equal.join(" AND ")
+    )
 }
 
 /// A column's quoted name and type, as ALTER TABLE names them.

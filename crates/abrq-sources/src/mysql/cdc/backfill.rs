@@ -48,7 +48,7 @@ impl MysqlCdc {
         ctx: &mut Ctx<'_, BinlogAt>,
     ) -> Result<(), SourceError> {
         if ctx.cursor.backfill.is_none() {
-            if let Some(asked) = ctx.backfills.next_asked() {
+            if let Some(asked) = ctx.backfills.next_asked(&mut ctx.cursor.taken) {
                 match backfill_tables(
                     &self.settings.tables,
                     &self.settings.endpoint.database,

@@ -47,6 +47,9 @@ pub struct Stored {
     backfill: Option<Staged>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     gtid: Option<String>,
+    /// The last backfill request taken up (its audit entry).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    backfills_taken: Option<i64>,
 }
 
 /// Where the copy stands: the table (`database.name`) and the key of its
@@ -72,6 +75,7 @@ impl From<Stored> for Cursor<BinlogAt> {
                 after: c.after.map(Value::Array),
             }),
             backfill: s.backfill,
+            taken: s.backfills_taken,
         }
     }
 }
@@ -92,6 +96,7 @@ impl From<Cursor<BinlogAt>> for Stored {
             }),
             backfill: c.backfill,
             gtid: c.at.gtid,
+            backfills_taken: c.taken,
         }
     }
 }

@@ -103,7 +103,7 @@ impl PgCdc {
         let staged = match ctx.cursor.backfill.clone() {
             Some(s) => s,
             None => {
-                let Some(asked) = ctx.backfills.next_asked() else {
+                let Some(asked) = ctx.backfills.next_asked(&mut ctx.cursor.taken) else {
                     return;
                 };
                 match self.backfill_tables(asked.as_deref()).await {

@@ -22,6 +22,9 @@ pub struct Stored {
     copying: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     backfill: Option<Staged>,
+    /// The last backfill request taken up (its audit entry).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    backfills_taken: Option<i64>,
 }
 
 impl From<Stored> for Cursor<Lsn> {
@@ -35,6 +38,7 @@ impl From<Stored> for Cursor<Lsn> {
                 after: (!after.is_empty()).then_some(Value::String(after)),
             }),
             backfill: s.backfill,
+            taken: s.backfills_taken,
         }
     }
 }
@@ -56,6 +60,7 @@ impl From<Cursor<Lsn>> for Stored {
             snapshot,
             copying,
             backfill: c.backfill,
+            backfills_taken: c.taken,
         }
     }
 }

@@ -33,7 +33,9 @@ pub fn to_json(oid: u32, text: &str) -> Value {
             .map(Value::Number)
             // NaN and the infinities have no JSON number
             .unwrap_or_else(|| Value::String(text.into())),
-        JSON | JSONB => serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.into())),
+        JSON | JSONB => {
+            abrq_core::json::from_str(text).unwrap_or_else(|_| Value::String(text.into()))
+        }
         TIMESTAMPTZ => Value::String(rfc3339(text, true)),
         TIMESTAMP => Value::String(rfc3339(text, false)),
         _ => Value::String(text.into()),

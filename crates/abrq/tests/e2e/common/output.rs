@@ -201,7 +201,8 @@ pub fn decode(rel: &str, format: Format, raw: &[u8]) -> Vec<Map<String, Value>> 
         let text = std::str::from_utf8(&text).unwrap_or_else(|e| panic!("{rel}: not UTF-8: {e}"));
         text.lines()
             .enumerate()
-            .map(|(i, line)| match serde_json::from_str(line) {
+            // any depth, as abrq delivers it
+            .map(|(i, line)| match abrq_core::json::from_str(line) {
                 Ok(Value::Object(m)) => m,
                 other => panic!("{rel} line {}: not a JSON object: {other:?}", i + 1),
             })
