@@ -19,6 +19,9 @@ pub const PAGE: Duration = Duration::from_secs(600);
 /// A MySQL replica asks for a heartbeat this often when the binlog is
 /// quiet.
 pub const HEARTBEAT: Duration = Duration::from_secs(10);
+/// Silence after which a session whose server sends no heartbeat is
+/// probed another way (PostgreSQL: is the slot still streamed?).
+pub const PROBE: Duration = Duration::from_secs(15);
 /// Silence on a session whose server promised heartbeats, in heartbeats.
 pub const MISSED_HEARTBEATS: u32 = 6;
 

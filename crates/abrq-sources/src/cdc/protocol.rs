@@ -172,6 +172,16 @@ pub trait Protocol: Send + Sized + 'static {
     /// heartbeats at least this often); None when it promises none.
     fn keepalive(&self) -> Option<Duration>;
 
+    /// Asks the server, another way than the session, whether the session
+    /// still streams (for a server that sends no heartbeat): called after
+    /// `deadline::PROBE` of silence, within `deadline::CONNECT`.
+    fn probe(
+        &mut self,
+        _session: &mut Self::Session,
+    ) -> impl Future<Output = Result<(), SourceError>> + Send {
+        async { Ok(()) }
+    }
+
     /// For `abrq check`.
     fn check(
         &mut self,

@@ -275,9 +275,9 @@ impl<P: Protocol> ChangeReader<P> {
                 backfills: &mut self.backfills,
             };
             let Some(step) = self.proto.next(session, ctx).await? else {
-                if let Some(limit) = self.proto.keepalive() {
-                    let silent = self.heard.elapsed();
-                    if silent > limit * deadline::MISSED_HEARTBEATS {
+                let silent = self.heard.elapsed();
+                match self.proto.keepalive() {
+                    Some(limit) if silent > limit * deadline::MISSED_HEARTBEATS => {
                         return Err(SourceError::new(
                             Failure::Timeout,
                             format!(
@@ -286,6 +286,12 @@ impl<P: Protocol> ChangeReader<P> {
                             ),
                         ));
                     }
+                    None if silent > deadline::PROBE => {
+                        let probe = self.proto.probe(session);
+                        within(deadline::CONNECT, "probing a quiet session", probe).await?;
+                        self.heard = Instant::now();
+                    }
+                    _ => {}
                 }
                 out.chunk.at_end = true;
                 break;

@@ -93,5 +93,41 @@ pub async fn missing(conn: &mut mysql_async::Conn) -> Result<Vec<String>, Source
             "binlog_row_image is {image}: set binlog_row_image = FULL (a partial image leaves columns out of updates and deletes)"
         ));
     }
+    for (name, value) in settings(conn).await? {
+        let on = value.eq_ignore_ascii_case("on") || value == "1";
+        match name.to_ascii_lowercase().as_str() {
+            "log_bin_compress" if on => out.push(
+                "log_bin_compress is ON: compressed binlog events are not read; set log_bin_compress = OFF"
+                    .to_string(),
+            ),
+            "binlog_transaction_compression" if on => out.push(
+                "binlog_transaction_compression is ON: compressed transaction payloads are not read; set binlog_transaction_compression = OFF"
+                    .to_string(),
+            ),
+            "binlog_row_value_options" if value.to_ascii_uppercase().contains("PARTIAL_JSON") => out.push(
+                "binlog_row_value_options is PARTIAL_JSON: JSON updates are logged as diffs; set binlog_row_value_options = ''"
+                    .to_string(),
+            ),
+            _ => {}
+        }
+    }
     Ok(out)
+}
+
+/// The binlog settings only some servers have, as the server spells them.
+async fn settings(conn: &mut mysql_async::Conn) -> Result<Vec<(String, String)>, SourceError> {
+    conn.query(
+        "SHOW GLOBAL VARIABLES WHERE Variable_name IN ('log_bin_compress', \
+         'binlog_transaction_compression', 'binlog_row_value_options', 'binlog_row_metadata')",
+    )
+    .await
+    .map_err(|e| SourceError::from_client("cannot read the binlog settings", e))
+}
+
+/// Whether changes carry their column names (`binlog_row_metadata =
+/// FULL`), so a backlog across DDL decodes by name.
+pub async fn row_metadata_full(conn: &mut mysql_async::Conn) -> Result<bool, SourceError> {
+    Ok(settings(conn).await?.iter().any(|(name, value)| {
+        name.eq_ignore_ascii_case("binlog_row_metadata") && value.eq_ignore_ascii_case("full")
+    }))
 }

@@ -179,15 +179,16 @@ impl MysqlSettings {
         })
     }
 
-    /// The replica id: configured, or one derived from the stream (two
-    /// replicas with one id would disconnect each other).
+    /// The replica id: configured, or drawn at random when the source
+    /// opens. Two replicas with one id disconnect each other (ERROR
+    /// 4052), and a stream's name is not unique across deployments that
+    /// share a server, so no id is derived from it.
     pub fn server_id_for(&self, stream: &str) -> u32 {
         self.server_id.unwrap_or_else(|| {
-            let mut h: u32 = 0x811c_9dc5;
-            for b in stream.bytes() {
-                h ^= u32::from(b);
-                h = h.wrapping_mul(0x0100_0193);
-            }
+            let drawn = abrq_core::staging_nonce();
+            let b = drawn.as_bytes();
+            let h = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+            tracing::debug!(%stream, "a server_id drawn for the binlog session");
             // clear of the small ids servers are usually given
             1_000_000 + h % 1_000_000_000
         })

@@ -12,6 +12,7 @@ use serde_json::{Map, Value};
 use super::catalog::{self, Shape};
 use super::config::{quote, MysqlSettings, TableName};
 use super::values;
+use crate::cdc::deadline::{self, within};
 use crate::chunk::record_bytes;
 use crate::chunk::{Chunk, Limits};
 use crate::error::{Context as _, Failure, SourceError};
@@ -53,9 +54,11 @@ impl MysqlCursorSource {
     /// Reads the table's columns; the key breaks ties after the cursor.
     async fn refresh(&mut self) -> Result<(Shape, Vec<String>), SourceError> {
         if self.conn.is_none() {
-            let conn = Conn::new(self.settings.opts())
-                .await
-                .context("cannot connect")?;
+            let opts = self.settings.opts();
+            let conn = within(deadline::CONNECT, "connecting", async {
+                Conn::new(opts).await.context("cannot connect")
+            })
+            .await?;
             self.conn = Some(conn);
         }
         let conn = self.conn.as_mut().expect("connected above");
@@ -115,8 +118,13 @@ impl MysqlCursorSource {
         if let Some(p) = &self.position {
             let marks = vec!["?"; order.len()].join(", ");
             sql.push_str(&format!(" AND ({}) > ({marks})", order.join(", ")));
-            params.push(values::param(&p.cursor));
-            params.extend(p.key.iter().map(values::param));
+            let col = |name: &String| shape.columns.iter().find(|c| c.name == *name);
+            params.push(values::param(col(&self.cursor), &p.cursor));
+            params.extend(
+                key.iter()
+                    .zip(&p.key)
+                    .map(|(k, v)| values::param(col(k), v)),
+            );
         }
         let want = limits.max_records.max(1);
         sql.push_str(&format!(" ORDER BY {} LIMIT {want}", order.join(", ")));
@@ -161,7 +169,7 @@ impl MysqlCursorSource {
 #[async_trait::async_trait]
 impl Source for MysqlCursorSource {
     async fn read(&mut self, limits: Limits) -> Result<Chunk, SourceError> {
-        let result = self.read_page(limits).await;
+        let result = within(deadline::PAGE, "reading a page", self.read_page(limits)).await;
         if result.is_err() {
             self.conn = None;
         }

@@ -99,7 +99,11 @@ pub async fn page(
     if key.is_empty() {
         return Err(SourceError::new(
             Failure::NoKey,
-            format!("{table} has no primary key to copy it by; set snapshot = \"never\""),
+            format!(
+                "backfill: {table} has no primary key, so rows read now cannot be merged with \
+                 the changes streamed meanwhile; add a primary key, or re-snapshot the table into \
+                 a new stream"
+            ),
         ));
     }
     let cols: Vec<String> = shape.columns.iter().map(|c| quote(&c.name)).collect();
@@ -109,11 +113,61 @@ pub async fn page(
     if let Some(after) = after {
         let marks = vec!["?"; keys.len()].join(", ");
         sql.push_str(&format!(" WHERE ({}) > ({marks})", keys.join(", ")));
-        params.extend(after.iter().map(values::param));
+        let key_cols = shape.columns.iter().filter(|c| c.key);
+        params.extend(key_cols.zip(after).map(|(c, v)| values::param(Some(c), v)));
     }
     sql.push_str(&format!(" ORDER BY {} LIMIT {limit}", keys.join(", ")));
     let rows: Vec<mysql_async::Row> = conn
         .exec(&sql, Params::Positional(params))
+        .await
+        .map_err(|e| SourceError::from_client(format!("cannot read a page of {table}"), e))?;
+    let more = rows.len() as u64 >= limit;
+    let out: Vec<Map<String, Value>> = rows
+        .into_iter()
+        .map(|r| {
+            let vals = r.unwrap();
+            shape
+                .columns
+                .iter()
+                .zip(vals.iter())
+                .map(|(c, v)| (c.name.clone(), values::value(c, v)))
+                .collect()
+        })
+        .collect();
+    // a page must move past `after`: one that does not would be read
+    // again forever
+    if let (Some(after), Some(last)) = (after, out.last()) {
+        if key_of(shape, last) == after {
+            return Err(SourceError::new(
+                Failure::Decode,
+                format!(
+                    "cannot page {table} by its key ({}): the page after {after:?} did not move \
+                     past it",
+                    key.join(", ")
+                ),
+            ));
+        }
+    }
+    Ok((out, more))
+}
+
+/// A page of a table without a key inside the copy's one snapshot: the
+/// rows after the first `done`, in the order the snapshot reads them.
+pub async fn page_by_count(
+    conn: &mut Conn,
+    table: &TableName,
+    shape: &Shape,
+    done: u64,
+    limit: u64,
+) -> Result<(Vec<Map<String, Value>>, bool), SourceError> {
+    let cols: Vec<String> = shape.columns.iter().map(|c| quote(&c.name)).collect();
+    let sql = format!(
+        "SELECT {} FROM {} LIMIT {done}, {limit}",
+        cols.join(", "),
+        table.quoted()
+    );
+    let rows: Vec<mysql_async::Row> = conn
+        .query(&sql)
         .await
         .map_err(|e| SourceError::from_client(format!("cannot read a page of {table}"), e))?;
     let more = rows.len() as u64 >= limit;

@@ -65,20 +65,35 @@ fn unsigned_of(col: &Column, i: i64) -> u64 {
     }
 }
 
+/// Whether the column holds bytes, written as `\x` and hex.
+fn is_binary(col: &Column) -> bool {
+    matches!(
+        col.data_type.as_str(),
+        "binary" | "varbinary" | "blob" | "tinyblob" | "mediumblob" | "longblob" | "bit"
+    )
+}
+
 fn bytes(col: &Column, b: &[u8]) -> Value {
     match col.data_type.as_str() {
-        "binary" | "varbinary" | "blob" | "tinyblob" | "mediumblob" | "longblob" | "bit" => {
-            Value::String(format!("\\x{}", hex::encode(b)))
-        }
+        _ if is_binary(col) => Value::String(format!("\\x{}", hex::encode(b))),
         "json" => serde_json::from_slice(b)
             .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(b).into_owned())),
         _ => Value::String(String::from_utf8_lossy(b).into_owned()),
     }
 }
 
-/// A JSON value (a cursor's or a copied key's) back as a query parameter;
-/// the server converts a string to the column's type when it compares.
-pub fn param(v: &Value) -> V {
+/// A JSON value (a cursor's or a copied key's) back as a query parameter
+/// for `col`: binary data goes back as the bytes its `\x` text stands
+/// for; otherwise the server converts a string to the column's type when
+/// it compares.
+pub fn param(col: Option<&Column>, v: &Value) -> V {
+    if let (Some(col), Value::String(s)) = (col, v) {
+        if is_binary(col) {
+            if let Some(raw) = s.strip_prefix("\\x").and_then(|h| hex::decode(h).ok()) {
+                return V::Bytes(raw);
+            }
+        }
+    }
     match v {
         Value::Null => V::NULL,
         Value::Bool(b) => V::Int(i64::from(*b)),

@@ -16,6 +16,7 @@ use abrq_core::config::{Dur, Secret, SourceConfig, Text};
 use crate::config::{key_error, text};
 use abrq_endpoint::Endpoint;
 use serde::Deserialize;
+use sha2::{Digest, Sha256};
 use sqlx::postgres::PgConnectOptions;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
@@ -172,8 +173,29 @@ fn bad_slot_name(name: &str) -> Option<String> {
 }
 
 /// The slot or publication name abrq derives for `stream`: `abrq_` and
-/// the stream's name folded to what a slot name may hold.
+/// the stream's name when that is a slot name already; otherwise the name
+/// folded to what a slot name may hold and 8 hex digits of the name's
+/// SHA-256, so streams whose folded names meet (`shop-a` and `shop_a`,
+/// `Orders` and `orders`, long names with one prefix) never share a slot
+/// or a publication.
 pub fn derived_name(stream: &str) -> String {
+    let plain = format!("abrq_{stream}");
+    if bad_slot_name(&plain).is_none() {
+        return plain;
+    }
+    let mut out = legacy_derived_name(stream);
+    out.truncate(54);
+    let digest = Sha256::digest(stream.as_bytes());
+    out.push('_');
+    for b in &digest[..4] {
+        out.push_str(&format!("{b:02x}"));
+    }
+    out
+}
+
+/// The name earlier releases derived (folded, cut at 63, so not always
+/// unique): a stream whose slot was made then keeps it.
+pub fn legacy_derived_name(stream: &str) -> String {
     let mut out = String::from("abrq_");
     for c in stream.chars() {
         match c {
@@ -320,6 +342,29 @@ impl PostgresSettings {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn derived_names_never_meet() {
+        assert_eq!(derived_name("orders"), "abrq_orders");
+        let long = "x".repeat(70);
+        let names = [
+            "shop-a".to_string(),
+            "shop_a".to_string(),
+            "Orders".to_string(),
+            "orders".to_string(),
+            format!("{long}1"),
+            format!("{long}2"),
+            "échange".to_string(),
+        ];
+        let derived: std::collections::HashSet<String> =
+            names.iter().map(|n| derived_name(n)).collect();
+        assert_eq!(derived.len(), names.len(), "{derived:?}");
+        for name in &derived {
+            assert!(bad_slot_name(name).is_none(), "{name}");
+        }
+        // a stream made before keeps the name it had then
+        assert_eq!(legacy_derived_name("shop-a"), "abrq_shop_a");
+    }
 
     #[test]
     fn table_names_split_at_unquoted_dots() {

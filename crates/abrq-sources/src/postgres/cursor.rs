@@ -21,11 +21,17 @@ use sqlx::Connection;
 
 use super::catalog;
 use super::config::{quote, PostgresSettings};
+use crate::cdc::deadline::{self, within};
 use crate::chunk::record_bytes;
 use crate::chunk::{Chunk, Limits};
 use crate::error::{Context as _, Failure, SourceError};
 use crate::progress::Progress;
 use crate::source::{stored_cursor, Pace, Source};
+
+/// The cursor a snapshot copy reads a table without a key by: the row's
+/// physical place, stable while the copy's snapshot holds the table under
+/// `ACCESS SHARE` (nothing can move a row it sees).
+pub(crate) const PHYSICAL: &str = "ctid";
 
 /// Where the stream stands: the last staged row's cursor column and
 /// tie-break key, as PostgreSQL's text forms.
@@ -101,10 +107,14 @@ impl PgCursorSource {
 
     async fn connect(&mut self) -> Result<(), SourceError> {
         if self.conn.is_none() {
-            let conn = PgConnection::connect_with(&self.settings.connect_options())
-                .await
-                .context("cannot connect")
-                .map_err(|e| e.at(self.settings.describe()))?;
+            let options = self.settings.connect_options();
+            let conn = within(deadline::CONNECT, "connecting", async {
+                PgConnection::connect_with(&options)
+                    .await
+                    .context("cannot connect")
+            })
+            .await
+            .map_err(|e| e.at(self.settings.describe()))?;
             self.conn = Some(conn);
         }
         Ok(())
@@ -115,7 +125,7 @@ impl PgCursorSource {
         let shape = self.shape.clone().expect("shape read above");
         let want = limits.max_records.max(1);
         let conn = self.conn.as_mut().expect("connected above");
-        let rows: Vec<(String,)> = match &self.position {
+        let rows: Vec<(String, Option<String>)> = match &self.position {
             None => {
                 sqlx::query_as(&shape.first_page)
                     .bind(want as i64)
@@ -137,10 +147,16 @@ impl PgCursorSource {
             ..Chunk::default()
         };
         let mut last = None;
-        for (i, (text,)) in rows.iter().enumerate() {
+        for (i, (text, place)) in rows.iter().enumerate() {
             let fields: Map<String, Value> = abrq_core::json::from_str(text)
                 .map_err(|e| SourceError::caused(Failure::Decode, "a row is not JSON", e))?;
-            last = Some(self.position_of(&shape, &fields)?);
+            last = Some(match place {
+                Some(place) => Position {
+                    cursor: place.clone(),
+                    key: Vec::new(),
+                },
+                None => self.position_of(&shape, &fields)?,
+            });
             chunk.bytes += record_bytes(&fields);
             chunk.records += 1;
             chunk.items.push(Item::Record(Record::insert(fields)));
@@ -237,18 +253,26 @@ fn build_shape(
         return Err(format!("{} has no columns", s.table));
     }
     let find = |name: &str| columns.iter().find(|c| c.name == name);
-    let cursor = find(&s.cursor).ok_or_else(|| {
-        format!(
-            "cursor column {:?} is not a column of {}",
-            s.cursor, s.table
-        )
-    })?;
+    let physical = Column {
+        name: PHYSICAL.into(),
+        ty: "tid".into(),
+        as_text: false,
+    };
+    let cursor = match s.cursor == PHYSICAL && s.primary_key.is_empty() {
+        true => &physical,
+        false => find(&s.cursor).ok_or_else(|| {
+            format!(
+                "cursor column {:?} is not a column of {}",
+                s.cursor, s.table
+            )
+        })?,
+    };
     let key_all = if s.primary_key.is_empty() {
         catalog_key
     } else {
         s.primary_key.clone()
     };
-    if key_all.is_empty() {
+    if key_all.is_empty() && cursor.name != PHYSICAL {
         return Err(format!(
             "{} has no primary key to break ties between rows with the same {:?}; set primary_key = [...] to unique columns",
             s.table, s.cursor
@@ -279,8 +303,13 @@ fn build_shape(
         .enumerate()
         .map(|(i, c)| format!("CAST(${}::text AS {})", i + 1, c.ty))
         .collect();
+    // the place is its own column, never a field of the record
+    let place = match cursor.name == PHYSICAL {
+        true => "r.ctid::text",
+        false => "NULL::text",
+    };
     let head = format!(
-        "SELECT row_to_json(t)::text FROM {rel} AS r CROSS JOIN LATERAL (SELECT {}) AS t \
+        "SELECT row_to_json(t.*)::text, {place} FROM {rel} AS r CROSS JOIN LATERAL (SELECT {}) AS t \
          WHERE r.{} IS NOT NULL",
         select.join(", "),
         quote(&cursor.name)
@@ -317,7 +346,7 @@ impl Source for PgCursorSource {
     /// Reads the next page of at most `limits` rows after the cursor.
     async fn read(&mut self, limits: Limits) -> Result<Chunk, SourceError> {
         self.connect().await?;
-        let result = self.read_page(limits).await;
+        let result = within(deadline::PAGE, "reading a page", self.read_page(limits)).await;
         if result.is_err() {
             // a broken connection is made again on the next read
             self.conn = None;

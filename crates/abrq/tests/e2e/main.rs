@@ -48,6 +48,8 @@ mod monitoring;
 mod mysql_cdc;
 mod mysql_cdc_backfill;
 #[cfg(feature = "services")]
+mod mysql_cdc_edges;
+#[cfg(feature = "services")]
 mod mysql_cdc_errors;
 #[cfg(feature = "services")]
 mod mysql_cdc_snapshot;
@@ -62,6 +64,8 @@ mod poison;
 mod postgres_cdc;
 #[cfg(feature = "services")]
 mod postgres_cdc_backfill;
+#[cfg(feature = "services")]
+mod postgres_cdc_edges;
 #[cfg(feature = "services")]
 mod postgres_cdc_errors;
 #[cfg(feature = "services")]

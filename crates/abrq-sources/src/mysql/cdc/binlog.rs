@@ -5,22 +5,23 @@
 //! staged.
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 use std::time::{Duration, UNIX_EPOCH};
 
 use abrq_core::{Op, Record};
 use futures::StreamExt;
-use mysql_async::binlog::events::{EventData, RowsEventData};
+use mysql_async::binlog::events::{EventData, OptionalMetadataField, RowsEventData, TableMapEvent};
 use mysql_async::binlog::row::BinlogRow;
 use mysql_async::BinlogStream;
 use serde_json::{Map, Value};
 
-use super::super::catalog::Shape;
+use super::super::catalog::{Column, Shape};
 use super::super::config::TableName;
 use super::super::errors::BINLOG_UNREADABLE;
 use super::super::values;
 use super::backfill::Page;
 use super::gtid::{self, Gtid, GtidPos};
-use super::{purged, BinlogAt, MysqlCdc};
+use super::{purged, BinlogAt, MysqlCdc, Shaped};
 use crate::cdc::{Ctx, Step};
 use crate::error::{Failure, SourceError};
 
@@ -42,6 +43,8 @@ pub struct Session {
     txn_gtid: Option<Gtid>,
     /// Steps of one event not handed out yet (the rows of a rows event).
     queued: VecDeque<Step<BinlogAt>>,
+    /// The transaction being read changed a captured table.
+    captured_txn: bool,
     /// A backfill page waiting for the stream to reach its position, and
     /// the connection pages are read on.
     pub(super) page: Option<Page>,
@@ -62,6 +65,7 @@ impl Session {
             gtid: from,
             txn_gtid: None,
             queued: VecDeque::new(),
+            captured_txn: false,
             page: None,
             backfill_conn: None,
         }
@@ -73,6 +77,7 @@ impl Session {
 
     /// The end of a source transaction at `log_pos` of the current file.
     fn commit(&mut self, log_pos: u64, time: u32) -> Step<BinlogAt> {
+        self.captured_txn = false;
         if let Some(g) = self.txn_gtid.take() {
             self.gtid.advance(&g);
         }
@@ -126,6 +131,7 @@ impl MysqlCdc {
             // MariaDB opens each event group with its GTID
             let g = Gtid::parse(event.data(), header.server_id());
             session.txn_gtid = g;
+            session.captured_txn = false;
             return Ok(Some(match g.is_some_and(|g| !g.standalone) {
                 true => Step::Begin,
                 false => Step::Nothing,
@@ -162,6 +168,7 @@ impl MysqlCdc {
             Some(EventData::QueryEvent(q)) => {
                 let sql = q.query().trim().to_string();
                 if sql.eq_ignore_ascii_case("BEGIN") {
+                    session.captured_txn = false;
                     return Ok(Some(Step::Begin));
                 }
                 if ctx.in_txn && sql.eq_ignore_ascii_case("COMMIT") {
@@ -181,11 +188,81 @@ impl MysqlCdc {
                 session.commit(log_pos, time)
             }
             Some(EventData::XidEvent(_)) => session.commit(log_pos, time),
+            Some(EventData::RowsEvent(RowsEventData::PartialUpdateRowsEvent(_))) => {
+                return Err(unsupported(
+                    "a PARTIAL_UPDATE_ROWS event (binlog_row_value_options = PARTIAL_JSON): its \
+                     JSON columns hold diffs, not values; set binlog_row_value_options = ''",
+                ))
+            }
             Some(EventData::RowsEvent(rows)) => {
                 self.rows(session, &rows).await?;
                 session.pending().unwrap_or(Step::Nothing)
             }
-            _ => Step::Nothing,
+            Some(EventData::TransactionPayloadEvent(_)) => {
+                return Err(unsupported(
+                    "a TRANSACTION_PAYLOAD event (binlog_transaction_compression = ON): set \
+                     binlog_transaction_compression = OFF",
+                ))
+            }
+            // an XA transaction of tables not captured ends here for us
+            Some(EventData::XaPrepareLogEvent(_)) if !session.captured_txn => {
+                session.commit(log_pos, time)
+            }
+            Some(EventData::XaPrepareLogEvent(_)) => {
+                return Err(unsupported(
+                    "an XA PREPARE event: XA transactions are not read yet (their rows would \
+                     be delivered before their XA COMMIT or XA ROLLBACK); end them with XA \
+                     COMMIT in one phase, or capture tables no XA transaction writes",
+                ))
+            }
+            Some(EventData::IncidentEvent(i)) => {
+                return Err(SourceError::new(
+                    Failure::PositionLost,
+                    format!(
+                        "binlog incident at {}:{log_pos}: the server says changes may be missing \
+                         here ({:?}); re-snapshot the tables into a new stream",
+                        session.file,
+                        i.message()
+                    ),
+                ))
+            }
+            // no row changes: table maps (read by the stream itself),
+            // statement context, GTID bookkeeping, checkpoints
+            Some(
+                EventData::TableMapEvent(_)
+                | EventData::StartEventV3(_)
+                | EventData::StopEvent
+                | EventData::IntvarEvent(_)
+                | EventData::RandEvent(_)
+                | EventData::UserVarEvent(_)
+                | EventData::RowsQueryEvent(_)
+                | EventData::GtidEvent(_)
+                | EventData::AnonymousGtidEvent(_)
+                | EventData::PreviousGtidsEvent(_)
+                | EventData::TransactionContextEvent(_)
+                | EventData::ViewChangeEvent(_)
+                | EventData::HeartbeatEvent
+                | EventData::IgnorableEvent(_)
+                | EventData::RotateEvent(_),
+            ) => Step::Nothing,
+            Some(other) => {
+                return Err(unsupported(&format!(
+                    "a binlog event of type {kind} ({}); abrq reads binlog_format = ROW",
+                    event_name(&other)
+                )))
+            }
+            None => match kind {
+                // MariaDB: annotate rows, binlog checkpoint, GTID list,
+                // start encryption (the server sends events decrypted)
+                160 | 161 | 163 | 164 => Step::Nothing,
+                165..=171 => {
+                    return Err(unsupported(&format!(
+                        "a compressed binlog event (type {kind}, log_bin_compress = ON): set \
+                         log_bin_compress = OFF"
+                    )))
+                }
+                _ => return Err(unsupported(&format!("a binlog event of type {kind}"))),
+            },
         }))
     }
 
@@ -216,6 +293,7 @@ impl MysqlCdc {
             RowsEventData::DeleteRowsEventV1(_) | RowsEventData::DeleteRowsEvent(_) => Op::Delete,
         };
         let columns = tme.columns_count() as usize;
+        let written = written_names(tme)?;
         let mut pairs: Vec<(Option<BinlogRow>, Option<BinlogRow>)> = Vec::new();
         for row in rows.rows(tme) {
             pairs.push(
@@ -223,16 +301,32 @@ impl MysqlCdc {
             );
         }
         let shaped = self.shape(&table, columns).await?;
+        let shaped = as_written(shaped, &table, columns, written)?;
+        session.captured_txn = true;
         for (before, after) in pairs {
-            let row = match op {
-                Op::Delete => before,
-                Op::Insert | Op::Update => after,
+            let change = |op: Op, row: &BinlogRow| {
+                let fields = fields(&shaped.shape, row, op == Op::Delete);
+                Step::Change(shaped.table.clone(), Record { op, fields })
             };
-            let Some(row) = row else { continue };
-            let fields = fields(&shaped.shape, &row, op == Op::Delete);
-            session
-                .queued
-                .push_back(Step::Change(shaped.table.clone(), Record { op, fields }));
+            match (op, before, after) {
+                // a new key, or a row without a key (found by its whole
+                // old image): the old row's delete, then the new row
+                (Op::Update, Some(old), Some(new)) if moved(&shaped.shape, &old, &new) => {
+                    session.queued.push_back(change(Op::Delete, &old));
+                    session.queued.push_back(change(Op::Insert, &new));
+                }
+                (Op::Delete, Some(row), _) | (Op::Insert | Op::Update, _, Some(row)) => {
+                    session.queued.push_back(change(op, &row));
+                }
+                _ => {
+                    return Err(SourceError::new(
+                        Failure::Decode,
+                        format!(
+                            "cannot decode a change of {table}: a row event without its row image"
+                        ),
+                    ))
+                }
+            }
         }
         Ok(())
     }
@@ -261,6 +355,116 @@ impl MysqlCdc {
             }
         }))
     }
+}
+
+/// The column names a table map carries (`binlog_row_metadata = FULL`).
+fn written_names(tme: &TableMapEvent<'_>) -> Result<Option<Vec<String>>, SourceError> {
+    for field in tme.iter_optional_meta() {
+        let field =
+            field.map_err(|e| SourceError::caused(Failure::Decode, "a table map's metadata", e))?;
+        if let OptionalMetadataField::ColumnName(names) = field {
+            let mut out = Vec::new();
+            for name in names.iter_names() {
+                let name = name.map_err(|e| {
+                    SourceError::caused(Failure::Decode, "a table map's column names", e)
+                })?;
+                out.push(name.name().into_owned());
+            }
+            return Ok(Some(out));
+        }
+    }
+    Ok(None)
+}
+
+/// The table's shape as the change was written. The catalog says what
+/// the table is now; a change read from a backlog may predate DDL. With
+/// the names the table map carries, each value goes to its own column (a
+/// column dropped since keeps its name, typed by its value); without
+/// them, a change whose column count is not the table's is refused by
+/// name, never decoded shifted.
+fn as_written(
+    shaped: Shaped,
+    table: &TableName,
+    columns: usize,
+    written: Option<Vec<String>>,
+) -> Result<Shaped, SourceError> {
+    let now: Vec<&str> = shaped
+        .shape
+        .columns
+        .iter()
+        .map(|c| c.name.as_str())
+        .collect();
+    match written {
+        Some(names) if names.iter().map(String::as_str).eq(now.iter().copied()) => Ok(shaped),
+        Some(names) => {
+            let cols = names
+                .into_iter()
+                .map(
+                    |name| match shaped.shape.columns.iter().find(|c| c.name == name) {
+                        Some(c) => c.clone(),
+                        None => Column {
+                            name,
+                            column_type: String::new(),
+                            data_type: String::new(),
+                            key: false,
+                        },
+                    },
+                )
+                .collect();
+            let shape = Shape {
+                columns: cols,
+                declared: shaped.shape.declared.clone(),
+            };
+            Ok(Shaped {
+                shape: Arc::new(shape),
+                table: shaped.table,
+            })
+        }
+        None if columns == now.len() => Ok(shaped),
+        None => Err(SourceError::new(
+            Failure::Unsupported,
+            format!(
+                "binlog: a change of {table} was written with {columns} columns, and the table \
+                 has {} now (DDL after the change, read from a backlog); its values cannot be \
+                 matched to columns. Set binlog_row_metadata = FULL (MariaDB 10.5+, MySQL \
+                 8.0.14+) so changes carry their column names, and re-snapshot the table into \
+                 a new stream",
+                now.len()
+            ),
+        )),
+    }
+}
+
+fn unsupported(what: &str) -> SourceError {
+    SourceError::new(
+        Failure::Unsupported,
+        format!("binlog: {what} is not supported"),
+    )
+}
+
+/// A short name for an event abrq does not read.
+fn event_name(event: &EventData<'_>) -> String {
+    let debug = format!("{event:?}");
+    debug
+        .split(|c: char| !c.is_alphanumeric())
+        .next()
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// Whether an update's before image names another row than its after
+/// image: a key column changed, or the table has no key.
+fn moved(shape: &Shape, before: &BinlogRow, after: &BinlogRow) -> bool {
+    let key = |row: &BinlogRow| {
+        let mut out = Vec::new();
+        for (i, col) in shape.columns.iter().enumerate() {
+            if col.key {
+                out.push(row.as_ref(i).map(|v| values::to_json(col, v)));
+            }
+        }
+        out
+    };
+    !shape.columns.iter().any(|c| c.key) || key(before) != key(after)
 }
 
 /// A row's fields by the catalog's column names; a delete keeps only the

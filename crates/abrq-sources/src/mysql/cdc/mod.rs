@@ -49,6 +49,8 @@ pub type MysqlCdcSource = ChangeReader<MysqlCdc>;
 pub struct MysqlCdc {
     settings: MysqlSettings,
     server_id: u32,
+    /// The `tables` entries as configured (`db.*` among them).
+    entries: Vec<TableName>,
     captured: HashSet<TableName>,
     /// Made when first needed, dropped after a failure.
     catalog: Option<Conn>,
@@ -89,6 +91,7 @@ impl MysqlCdcSource {
         let replica = MysqlCdc {
             server_id: settings.server_id_for(spec.stream),
             captured: settings.tables.iter().cloned().collect(),
+            entries: settings.tables.clone(),
             catalog: None,
             mariadb: None,
             shapes: HashMap::new(),
@@ -144,6 +147,59 @@ impl MysqlCdc {
             None => self.connect().await?,
         };
         Ok(self.catalog.insert(conn))
+    }
+
+    /// The captured tables as the catalog has them now: a `db.*` entry
+    /// becomes that database's base tables in name order (as `schema.*`
+    /// does on PostgreSQL).
+    async fn resolve_tables(&mut self) -> Result<(), SourceError> {
+        let mut out: Vec<TableName> = Vec::new();
+        for entry in self.entries.clone() {
+            let found = match entry.name.as_str() {
+                "*" => {
+                    let conn = self.catalog().await?;
+                    let names: Vec<String> = conn
+                        .exec(
+                            "SELECT CAST(TABLE_NAME AS CHAR) FROM information_schema.TABLES \
+                             WHERE TABLE_SCHEMA = ? AND TABLE_TYPE = 'BASE TABLE' \
+                             ORDER BY TABLE_NAME",
+                            (entry.database.as_str(),),
+                        )
+                        .await
+                        .map_err(|e| {
+                            SourceError::from_client(
+                                format!("cannot list the tables of database {}", entry.database),
+                                e,
+                            )
+                        })?;
+                    if names.is_empty() {
+                        return Err(SourceError::new(
+                            Failure::NotConfigured,
+                            format!(
+                                "database {db} has no tables (tables = [\"{db}.*\"])",
+                                db = entry.database
+                            ),
+                        ));
+                    }
+                    names
+                        .into_iter()
+                        .map(|name| TableName {
+                            database: entry.database.clone(),
+                            name,
+                        })
+                        .collect()
+                }
+                _ => vec![entry],
+            };
+            for t in found {
+                if !out.contains(&t) {
+                    out.push(t);
+                }
+            }
+        }
+        self.captured = out.iter().cloned().collect();
+        self.settings.tables = out;
+        Ok(())
     }
 
     fn table_names(&self) -> Vec<String> {
@@ -280,6 +336,7 @@ impl Protocol for MysqlCdc {
         if !missing.is_empty() {
             return Err(not_ready(&missing));
         }
+        self.resolve_tables().await?;
         let mariadb = self.is_mariadb().await?;
         if let Some(c) = cursor {
             let (session, at) = self.resume(c.at.clone()).await?;
@@ -353,19 +410,33 @@ impl Protocol for MysqlCdc {
             ));
         };
         let shaped = self.shape(&table, 0).await?;
+        let limit = limits.max_records.max(1);
+        // a table without a key is read by row count: one snapshot holds
+        // its rows and their order for the whole copy
+        if !shaped.shape.columns.iter().any(|c| c.key) {
+            let done = at
+                .after
+                .as_ref()
+                .and_then(|a| a[0]["rows"].as_u64())
+                .unwrap_or(0);
+            let (rows, more) =
+                snapshot::page_by_count(&mut copy.conn, &table, &shaped.shape, done, limit)
+                    .await
+                    .context("snapshot")?;
+            let read = done + rows.len() as u64;
+            return Ok(CopyPage {
+                chunk: rows_chunk(&shaped, rows),
+                after: Some(serde_json::json!([{ "rows": read }])),
+                done: !more,
+            });
+        }
         let after = match &at.after {
             Some(Value::Array(key)) => Some(key.as_slice()),
             _ => None,
         };
-        let (rows, more) = snapshot::page(
-            &mut copy.conn,
-            &table,
-            &shaped.shape,
-            after,
-            limits.max_records.max(1),
-        )
-        .await
-        .context("snapshot")?;
+        let (rows, more) = snapshot::page(&mut copy.conn, &table, &shaped.shape, after, limit)
+            .await
+            .context("snapshot")?;
         let last = rows
             .last()
             .map(|r| Value::Array(snapshot::key_of(&shaped.shape, r)));
@@ -422,6 +493,10 @@ impl Protocol for MysqlCdc {
         let mut missing = catalog::missing(self.catalog().await?)
             .await
             .context("check")?;
+        match self.resolve_tables().await {
+            Err(e) if e.failure() == Failure::NotConfigured => missing.push(e.to_string()),
+            other => other?,
+        }
         for t in self.settings.tables.clone() {
             let conn = self.catalog().await?;
             if catalog::shape(conn, &t).await.context("check")?.is_none() {
@@ -437,7 +512,12 @@ impl Protocol for MysqlCdc {
         if !missing.is_empty() {
             return Err(not_ready(&missing));
         }
-        Ok(match cursor {
+        let conn = self.catalog().await?;
+        let ddl = match catalog::row_metadata_full(conn).await.context("check")? {
+            true => "changes carry their column names (binlog_row_metadata = FULL): a backlog across DDL decodes by name",
+            false => "binlog_row_metadata is not FULL: a change read from a backlog whose columns no longer match the table is refused by name; set binlog_row_metadata = FULL to decode it by name",
+        };
+        let at = match cursor {
             None => format!(
                 "binlog ready; reading starts at the current end of the binlog as replica {}",
                 self.server_id
@@ -452,7 +532,8 @@ impl Protocol for MysqlCdc {
                     c.at.file, c.at.pos, self.server_id
                 ),
             },
-        })
+        };
+        Ok(format!("{at}; {ddl}"))
     }
 
     fn position(&self, view: View<'_, BinlogAt>) -> Value {

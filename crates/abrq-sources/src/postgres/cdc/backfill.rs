@@ -157,7 +157,7 @@ impl PgCdc {
     async fn backfill_reader(&mut self, staged: &Staged) -> Result<Backfill, SourceError> {
         let table = self.table_named(&staged.table).context("backfill")?;
         let after = staged.after.as_ref().and_then(Value::as_str);
-        let reader = self.copier(&table, after, None).await?;
+        let reader = self.copier(&table, after, None, false).await?;
         let key = reader.key_columns();
         Ok(Backfill {
             table,

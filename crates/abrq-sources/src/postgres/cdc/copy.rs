@@ -8,7 +8,7 @@ use sqlx::Connection;
 
 use super::super::catalog;
 use super::super::config::{Mode, TableName};
-use super::super::cursor::PgCursorSource;
+use super::super::cursor::{PgCursorSource, PHYSICAL};
 use super::{PgCdc, Replication};
 use crate::cdc::deadline::{self, within};
 use crate::cdc::{CopyAt, CopyPage};
@@ -28,11 +28,17 @@ pub struct PgCopy {
 }
 
 impl PgCopy {
-    /// Opens a transaction that reads what the slot's start saw.
+    /// Opens a transaction that reads what the slot's start saw, and
+    /// takes `ACCESS SHARE` on every table at once (as pg_dump does): a
+    /// table rewritten after the snapshot (`ALTER COLUMN ... TYPE`,
+    /// `VACUUM FULL`, `CLUSTER`) would read as empty under it, so the
+    /// rewrite waits for the copy, and one that came before the lock is a
+    /// failure that starts the copy again, never an empty table.
     pub(super) async fn open(
         settings: &super::super::config::PostgresSettings,
         gate: Replication,
         snapshot: &str,
+        tables: &[TableName],
     ) -> Result<PgCopy, SourceError> {
         let options = settings.connect_options();
         let mut conn = within(deadline::CONNECT, "connecting", async {
@@ -47,6 +53,7 @@ impl PgCopy {
             let done = sqlx::query(&sql).execute(&mut conn).await;
             done.context("cannot open the snapshot")?;
         }
+        hold(&mut conn, tables).await?;
         Ok(PgCopy {
             gate,
             spare: Some(conn),
@@ -57,6 +64,45 @@ impl PgCopy {
     pub(super) fn into_gate(self) -> Replication {
         self.gate
     }
+}
+
+/// Locks `tables` for the transaction and fails when one was rewritten
+/// between the snapshot and the lock: its file under the snapshot's
+/// catalog then differs from the one the server reads now.
+async fn hold(conn: &mut PgConnection, tables: &[TableName]) -> Result<(), SourceError> {
+    if tables.is_empty() {
+        return Ok(());
+    }
+    let list: Vec<String> = tables.iter().map(TableName::quoted).collect();
+    let lock = format!("LOCK TABLE {} IN ACCESS SHARE MODE", list.join(", "));
+    within(deadline::OPEN, "locking the tables to copy", async {
+        sqlx::query(&lock)
+            .execute(&mut *conn)
+            .await
+            .context("cannot lock the tables to copy")
+    })
+    .await?;
+    for table in tables {
+        let moved: bool = sqlx::query_scalar(
+            "SELECT c.relfilenode <> pg_relation_filenode(c.oid) FROM pg_class c \
+             WHERE c.oid = to_regclass($1)",
+        )
+        .bind(table.quoted())
+        .fetch_optional(&mut *conn)
+        .await
+        .context("cannot read the tables to copy")?
+        .unwrap_or(false);
+        if moved {
+            return Err(SourceError::new(
+                Failure::Server,
+                format!(
+                    "snapshot: {table} was rewritten after the copy's snapshot was taken (it would \
+                     read as empty); the copy starts again"
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 impl PgCdc {
@@ -76,7 +122,8 @@ impl PgCdc {
                     .or_else(|| copy.spare.take());
                 let table = self.table_named(&at.table)?;
                 let after = at.after.as_ref().and_then(Value::as_str);
-                self.copier(&table, after, conn).await?
+                let snapshot = conn.is_some();
+                self.copier(&table, after, conn, snapshot).await?
             }
         };
         let mut chunk = reader.read(limits).await?;
@@ -94,24 +141,33 @@ impl PgCdc {
         table: &TableName,
         after: Option<&str>,
         conn: Option<PgConnection>,
+        snapshot: bool,
     ) -> Result<PgCursorSource, SourceError> {
         let catalog = self.catalog().await?;
         let key = catalog::primary_key(catalog, table)
             .await
             .context("snapshot")?;
-        let Some(first) = key.first() else {
-            return Err(SourceError::new(
-                Failure::NoKey,
-                format!(
-                    "snapshot: {table} has no primary key to copy it by; set snapshot = \"never\""
-                ),
-            ));
+        // a table without a key is read by its rows' places, which hold
+        // still only under the copy's snapshot
+        let first = match (key.first(), snapshot) {
+            (Some(first), _) => first.clone(),
+            (None, true) => PHYSICAL.to_string(),
+            (None, false) => {
+                return Err(SourceError::new(
+                    Failure::NoKey,
+                    format!(
+                        "backfill: {table} has no primary key, so rows read now cannot be merged \
+                         with the changes streamed meanwhile; add a primary key, or re-snapshot \
+                         the table into a new stream"
+                    ),
+                ))
+            }
         };
         let mut settings = self.settings.clone();
         settings.mode = Mode::Cursor;
         settings.table = table.clone();
         settings.tables = vec![table.clone()];
-        settings.cursor = first.clone();
+        settings.cursor = first;
         settings.primary_key = key.clone();
         tracing::info!(%table, key = ?key, resume = after.is_some(), "snapshot copy starts");
         match conn {

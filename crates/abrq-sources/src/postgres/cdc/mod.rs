@@ -34,7 +34,9 @@ use serde_json::Value;
 use sqlx::postgres::PgConnection;
 use sqlx::Connection;
 
-use super::config::{derived_name, PostgresSettings, Snapshot, TableName};
+use super::config::{
+    derived_name, legacy_derived_name, quote, PostgresSettings, Snapshot, TableName,
+};
 use crate::cdc::deadline::{self, within};
 use crate::cdc::{ChangeReader, CopyAt, CopyPage, Ctx, Cursor, Opening, Protocol, Step, View};
 use crate::chunk::Limits;
@@ -52,6 +54,9 @@ pub struct PgCdc {
     settings: PostgresSettings,
     slot: String,
     publication: String,
+    /// The name an earlier release derived for this stream: a stream that
+    /// has read before keeps the slot and publication made under it.
+    legacy: String,
     /// The captured tables as the catalog names them (read when opening).
     tables: Vec<TableName>,
     /// Made when first needed, dropped after a failure.
@@ -81,6 +86,7 @@ impl PgCdcSource {
         let proto = PgCdc {
             slot: named(&settings.slot),
             publication: named(&settings.publication),
+            legacy: legacy_derived_name(spec.stream),
             settings,
             tables: Vec::new(),
             catalog: None,
@@ -109,6 +115,30 @@ impl PgCdc {
             }
         };
         Ok(self.catalog.insert(conn))
+    }
+
+    /// A stream that has read before and whose slot exists only under the
+    /// name an earlier release derived goes on with that slot and its
+    /// publication.
+    async fn keep_legacy_names(&mut self) -> Result<(), SourceError> {
+        let legacy = self.legacy.clone();
+        let derived = |name: &str| name != legacy && name.starts_with("abrq_");
+        if !derived(&self.slot) || self.settings.slot.is_some() {
+            return Ok(());
+        }
+        let slot = self.slot.clone();
+        let conn = self.catalog().await?;
+        if !matches!(setup::slot(conn, &slot).await?, setup::Slot::Missing)
+            || matches!(setup::slot(conn, &legacy).await?, setup::Slot::Missing)
+        {
+            return Ok(());
+        }
+        tracing::warn!(slot = %legacy, "the stream goes on with the slot an earlier release named");
+        self.slot = legacy.clone();
+        if self.settings.publication.is_none() {
+            self.publication = legacy;
+        }
+        Ok(())
     }
 
     fn table_names(&self) -> Vec<String> {
@@ -154,7 +184,8 @@ impl PgCdc {
                 .unwrap_or_default(),
             s.database.clone().unwrap_or_else(|| "postgres".into()),
             self.slot.clone(),
-            self.publication.clone(),
+            // an identifier list, folded to lower case where unquoted
+            quote(&self.publication),
         )
         .with_port(port)
         .with_application_name(format!("abrq {}", self.slot))
@@ -218,7 +249,7 @@ impl PgCdc {
             client,
             _tunnel: tunnel,
         };
-        let copy = PgCopy::open(&self.settings, gated, &snapshot).await?;
+        let copy = PgCopy::open(&self.settings, gated, &snapshot, &self.tables).await?;
         Ok(Opening::Copy {
             copy,
             at,
@@ -261,6 +292,9 @@ impl Protocol for PgCdc {
     /// copies the tables' rows (the snapshot) or streams after the staged
     /// position.
     async fn open(&mut self, cursor: Option<&Cursor<Lsn>>) -> Result<Opening<PgCdc>, SourceError> {
+        if cursor.is_some() {
+            self.keep_legacy_names().await?;
+        }
         let (slot, publication) = (self.slot.clone(), self.publication.clone());
         let entries = self.settings.tables.clone();
         let conn = self.catalog().await?;
@@ -292,6 +326,7 @@ impl Protocol for PgCdc {
             }
             (setup::Slot::Missing | setup::Slot::Lost, _) => Err(lost_slot(&slot)),
             (setup::Slot::Ready { .. }, cursor) => {
+                setup::take_slot(conn, &slot).await?;
                 let from = cursor.map_or(Lsn::from_u64(0), |c| c.at);
                 let session = self.stream_from(from).await?;
                 Ok(Opening::Stream {
@@ -355,9 +390,27 @@ impl Protocol for PgCdc {
         session.confirm(*at);
     }
 
-    /// The server promises no heartbeat on a quiet slot.
+    /// The server promises no heartbeat on a quiet slot: silence is
+    /// probed instead.
     fn keepalive(&self) -> Option<std::time::Duration> {
         None
+    }
+
+    /// The slot is still streamed to a session, asked on the catalog
+    /// connection (a server that does not answer fails by its deadline).
+    async fn probe(&mut self, _session: &mut Session) -> Result<(), SourceError> {
+        let slot = self.slot.clone();
+        let conn = self.catalog().await?;
+        match setup::slot_active(conn, &slot).await? {
+            true => Ok(()),
+            false => Err(SourceError::new(
+                Failure::Network,
+                format!(
+                    "replication: the server holds no session for slot {slot:?} (the \
+                     connection stalled or was cut)"
+                ),
+            )),
+        }
     }
 
     /// Every missing prerequisite, or how it will read.

@@ -28,6 +28,9 @@ pub struct Session {
     relations: HashMap<u32, Relation>,
     /// The backfill reading now, with its window.
     pub(super) backfill: Option<Backfill>,
+    /// The second change of an update that moved its row to a new key
+    /// (the first is the old key's delete), given at the next step.
+    pending: Option<(Arc<Table>, Record)>,
 }
 
 /// A published table as the last Relation message described it.
@@ -56,6 +59,7 @@ impl Session {
             parser: LogicalReplicationParser::with_protocol_version(1),
             relations: HashMap::new(),
             backfill: None,
+            pending: None,
         })
     }
 
@@ -81,6 +85,9 @@ impl PgCdc {
         session: &mut Session,
         ctx: &mut Ctx<'_, Lsn>,
     ) -> Result<Option<Step<Lsn>>, SourceError> {
+        if let Some((table, record)) = session.pending.take() {
+            return Ok(Some(Step::Change(table, record)));
+        }
         let event = match tokio::time::timeout(ctx.wait, session.repl.client.recv()).await {
             Err(_) => return Ok(None),
             Ok(Ok(Some(e))) => e,
@@ -204,13 +211,36 @@ impl PgCdc {
             } => {
                 let rel = relation(session, relation_id)?;
                 let fields = row(rel, &new_tuple, old_tuple.as_ref());
-                (
-                    rel.table.clone(),
-                    Record {
-                        op: Op::Update,
-                        fields,
-                    },
-                )
+                let table = rel.table.clone();
+                // a new key, or a keyless row matched by its whole old
+                // image: the old row's delete, then the new row
+                let moved = old_tuple.as_ref().filter(|old| moved(rel, old, &new_tuple));
+                match moved.map(|old| key_row(rel, old)) {
+                    Some(gone) => {
+                        let new = Record {
+                            op: Op::Insert,
+                            fields,
+                        };
+                        if let Some(b) = session.backfill.as_mut() {
+                            b.touched(&table.table, &new.fields);
+                        }
+                        session.pending = Some((table.clone(), new));
+                        (
+                            table,
+                            Record {
+                                op: Op::Delete,
+                                fields: gone,
+                            },
+                        )
+                    }
+                    None => (
+                        table,
+                        Record {
+                            op: Op::Update,
+                            fields,
+                        },
+                    ),
+                }
             }
             M::Delete {
                 relation_id,
@@ -239,7 +269,18 @@ impl PgCdc {
                 }
                 return Ok(Step::Truncate(tables));
             }
-            _ => return Ok(Step::Nothing),
+            // transaction bounds come as replication events; an origin
+            // or a type description changes no row
+            M::Begin { .. } | M::Commit { .. } | M::Origin { .. } | M::Type { .. } => {
+                return Ok(Step::Nothing)
+            }
+            M::Message { .. } => return Ok(Step::Nothing),
+            other => {
+                return Err(SourceError::new(
+                    Failure::Unsupported,
+                    format!("pgoutput message not handled: {other:?}"),
+                ))
+            }
         };
         if let Some(b) = session.backfill.as_mut() {
             b.touched(&table.table, &record.fields);
@@ -291,13 +332,30 @@ fn row(rel: &Relation, tuple: &TupleData, old: Option<&TupleData>) -> Map<String
     out
 }
 
+/// Whether an update's old image names another row than its new one:
+/// a key column changed, or (a table without a key, `REPLICA IDENTITY
+/// FULL`) the old image is the only way to find the row.
+fn moved(rel: &Relation, old: &TupleData, new: &TupleData) -> bool {
+    if !rel.columns.iter().any(|c| c.key) {
+        return true;
+    }
+    rel.columns.iter().enumerate().any(|(i, col)| {
+        let (Some(a), Some(b)) = (old.columns.get(i), new.columns.get(i)) else {
+            return false;
+        };
+        col.key && !a.is_unchanged() && !b.is_unchanged() && value(col, a) != value(col, b)
+    })
+}
+
 /// A delete's fields: the key columns of the old tuple (all of them with
-/// REPLICA IDENTITY FULL).
+/// REPLICA IDENTITY FULL; on a table without a key every column, nulls
+/// too, since the whole row is what finds it).
 fn key_row(rel: &Relation, tuple: &TupleData) -> Map<String, Value> {
+    let keyless = !rel.columns.iter().any(|c| c.key);
     let mut out = Map::new();
     for (i, col) in rel.columns.iter().enumerate() {
         if let Some(cell) = tuple.columns.get(i) {
-            if (col.key || !cell.is_null()) && !cell.is_unchanged() {
+            if (keyless || col.key || !cell.is_null()) && !cell.is_unchanged() {
                 out.insert(col.name.clone(), value(col, cell));
             }
         }

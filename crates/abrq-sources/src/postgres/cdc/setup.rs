@@ -262,3 +262,59 @@ pub async fn retained_bytes(
     .map(Option::flatten)
     .map_err(|e| SourceError::from_client(format!("cannot read slot {name:?}"), e))
 }
+
+/// Ends the walsender that holds `name` (a former holder of the stream,
+/// frozen or cut off: its lease is gone, and only the lease holder opens
+/// the source), and waits until the server lets go of the slot. Without
+/// this the slot stays taken until `wal_sender_timeout`, or forever when
+/// that is 0.
+pub async fn take_slot(conn: &mut PgConnection, name: &str) -> Result<(), SourceError> {
+    let Some(pid) = holder(conn, name).await? else {
+        return Ok(());
+    };
+    tracing::warn!(slot = %name, pid, "the slot is held by another session: ending it");
+    sqlx::query("SELECT pg_terminate_backend($1)")
+        .bind(pid)
+        .execute(&mut *conn)
+        .await
+        .map_err(|e| {
+            SourceError::from_client(
+                format!("cannot end the session (pid {pid}) that holds replication slot {name:?}"),
+                e,
+            )
+        })?;
+    for _ in 0..50 {
+        if holder(conn, name).await?.is_none() {
+            return Ok(());
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    Err(SourceError::new(
+        Failure::Server,
+        format!("replication slot {name:?} is still held by pid {pid} after it was ended"),
+    ))
+}
+
+/// The server process that streams slot `name` now, if one does.
+async fn holder(conn: &mut PgConnection, name: &str) -> Result<Option<i32>, SourceError> {
+    let pid: Option<Option<i32>> =
+        sqlx::query_scalar("SELECT active_pid FROM pg_replication_slots WHERE slot_name = $1")
+            .bind(name)
+            .fetch_optional(&mut *conn)
+            .await
+            .map_err(|e| SourceError::from_client("cannot read replication slots", e))?;
+    Ok(pid.flatten())
+}
+
+/// Whether the server still streams `name` to a session: a replication
+/// connection that stalls with its TCP connection open shows here as a
+/// slot no session holds.
+pub async fn slot_active(conn: &mut PgConnection, name: &str) -> Result<bool, SourceError> {
+    let active: Option<bool> =
+        sqlx::query_scalar("SELECT active FROM pg_replication_slots WHERE slot_name = $1")
+            .bind(name)
+            .fetch_optional(&mut *conn)
+            .await
+            .map_err(|e| SourceError::from_client("cannot read replication slots", e))?;
+    Ok(active.unwrap_or(false))
+}

@@ -316,6 +316,12 @@ impl Source {
         self.set("table", table)
     }
 
+    /// `tables = [...]`: several tables, or `schema.*`.
+    pub fn tables(self, tables: &[&str]) -> Self {
+        let list = tables.iter().map(|t| Value::from(*t)).collect();
+        self.set("tables", Value::Array(list))
+    }
+
     pub fn slot(self, slot: &str) -> Self {
         self.set("slot", slot)
     }

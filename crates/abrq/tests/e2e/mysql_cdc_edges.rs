@@ -1,0 +1,216 @@
+//! MariaDB sources at the edges real databases have, through the binary,
+//! checked by reading the source and the replica back through their own
+//! clients:
+//!
+//! - `tables = ["db.*"]` as on PostgreSQL, with a `BINARY(16)` key (its
+//!   copy pages exactly and ends), a table without a key (copied in its
+//!   snapshot; updates and deletes find one equal row) and a key changed
+//!   by an update (no old row left behind);
+//! - a change read from a backlog after `ALTER TABLE ... ADD COLUMN ...
+//!   AFTER`, with `binlog_row_metadata = FULL`: each value in its column;
+//! - an XA transaction prepared and rolled back: a named failure, and its
+//!   row never delivered.
+
+use crate::common::*;
+use abrq_sinks::relational::sqlx::{self, MySqlPool, PgPool};
+
+async fn exec(pool: &MySqlPool, sql: &str) {
+    sqlx::query(sql)
+        .execute(pool)
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"));
+}
+
+/// Every row as text, sorted: MariaDB's own rendering of each column.
+async fn my_rows(pool: &MySqlPool, sql: &str) -> Vec<String> {
+    let mut rows: Vec<String> = sqlx::query_scalar(sql).fetch_all(pool).await.unwrap();
+    rows.sort();
+    rows
+}
+
+async fn pg_rows(pool: &PgPool, sql: &str) -> Vec<String> {
+    let mut rows: Vec<String> = sqlx::query_scalar(sql)
+        .fetch_all(pool)
+        .await
+        .unwrap_or_default();
+    rows.sort();
+    rows
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_database_with_binary_keys_keyless_tables_key_changes_and_backlog_ddl_replicates_equal() {
+    let src = MySqlPool::connect(&mysqlcdc::url())
+        .await
+        .expect("the mysqlcdc server");
+    let dst = PgPool::connect(&pg::url()).await.expect("postgres");
+    let tag = pg::tag();
+    let (db, dst_schema) = (format!("edges_{tag}"), format!("myedges_dst_{tag}"));
+    // changes carry their column names (harmless to every other test)
+    exec(&src, "SET GLOBAL binlog_row_metadata = FULL").await;
+    exec(&src, &format!("CREATE DATABASE `{db}`")).await;
+    for sql in [
+        format!("CREATE TABLE `{db}`.k (id int PRIMARY KEY, v varchar(20))"),
+        format!("CREATE TABLE `{db}`.bin (id binary(16) PRIMARY KEY, n int)"),
+        format!("CREATE TABLE `{db}`.nk (a int, b varchar(10))"),
+        format!("INSERT INTO `{db}`.k SELECT seq, CONCAT('v', seq) FROM seq_1_to_20"),
+        format!("INSERT INTO `{db}`.bin SELECT UNHEX(MD5(seq)), seq FROM seq_1_to_3000"),
+        format!("INSERT INTO `{db}`.nk VALUES (1, 'x'), (1, 'x'), (2, NULL), (3, 'y')"),
+    ] {
+        exec(&src, &sql).await;
+    }
+    let mut abrq = Abrq::new();
+    let config = Config::new(&abrq).stream(
+        Stream::new(
+            "edges",
+            Source::mysql("cdc")
+                .connection(&mysqlcdc::url())
+                .tables(&[&format!("{db}.*")]),
+        )
+        .max_records(500)
+        .max_wait("50ms")
+        .destination(
+            Destination::postgres("replica")
+                .connection(&pg::url())
+                .schema(&dst_schema)
+                .table("{table}")
+                .mode("upsert"),
+        ),
+    );
+    abrq.write_config(&config.to_string());
+    abrq.start().await;
+    abrq.wait_status("edges", "the copy done", |st| {
+        st["source"]["position"]["snapshot"]["state"] == "done"
+    })
+    .await;
+    for sql in [
+        format!("UPDATE `{db}`.k SET id = 100 WHERE id = 1"),
+        format!("UPDATE `{db}`.k SET id = id + 1000, v = 'moved' WHERE id BETWEEN 5 AND 7"),
+        format!("DELETE FROM `{db}`.k WHERE id = 3"),
+        format!("UPDATE `{db}`.bin SET id = UNHEX(MD5('moved')) WHERE n = 10"),
+        format!("DELETE FROM `{db}`.nk WHERE a = 1 LIMIT 1"),
+        format!("UPDATE `{db}`.nk SET b = 'was null' WHERE a = 2"),
+        format!("INSERT INTO `{db}`.nk VALUES (4, 'new')"),
+    ] {
+        exec(&src, &sql).await;
+    }
+    let checks = [
+        (
+            format!("SELECT CONCAT(id, '|', v) FROM `{db}`.k"),
+            format!("SELECT id || '|' || v FROM \"{dst_schema}\".k"),
+        ),
+        (
+            format!("SELECT CONCAT(LOWER(HEX(id)), '|', n) FROM `{db}`.bin"),
+            format!("SELECT substr(id, 3) || '|' || n FROM \"{dst_schema}\".bin"),
+        ),
+        (
+            format!("SELECT CONCAT(a, '|', COALESCE(b, '-')) FROM `{db}`.nk"),
+            format!("SELECT a || '|' || COALESCE(b, '-') FROM \"{dst_schema}\".nk"),
+        ),
+    ];
+    for (mine, theirs) in &checks {
+        let want = my_rows(&src, mine).await;
+        wait_until(LONG, "the replica equal to the source", async || {
+            pg_rows(&dst, theirs).await == want
+        })
+        .await;
+    }
+
+    // a change in the backlog before a column was added in its middle
+    abrq.kill();
+    exec(
+        &src,
+        &format!("INSERT INTO `{db}`.k VALUES (500, 'before the alter')"),
+    )
+    .await;
+    exec(
+        &src,
+        &format!("ALTER TABLE `{db}`.k ADD COLUMN c int AFTER id"),
+    )
+    .await;
+    exec(
+        &src,
+        &format!("INSERT INTO `{db}`.k VALUES (501, 7, 'after the alter')"),
+    )
+    .await;
+    abrq.start().await;
+    let (mine, theirs) = (
+        format!("SELECT CONCAT(id, '|', COALESCE(c, '-'), '|', v) FROM `{db}`.k"),
+        format!("SELECT id || '|' || COALESCE(c::text, '-') || '|' || v FROM \"{dst_schema}\".k"),
+    );
+    let want = my_rows(&src, &mine).await;
+    wait_until(LONG, "the backlog decoded by name", async || {
+        pg_rows(&dst, &theirs).await == want
+    })
+    .await;
+    let st = abrq.status("edges").await;
+    assert_eq!(
+        u(&dest_of(&st, "replica")["pending_dead_letters"]),
+        0,
+        "{st}"
+    );
+    abrq.kill();
+    exec(&src, &format!("DROP DATABASE `{db}`")).await;
+    pg::drop_schemas(&dst, &[&dst_schema]).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_xa_transaction_is_a_named_failure_and_its_row_is_never_delivered() {
+    let src = MySqlPool::connect(&mysqlcdc::url())
+        .await
+        .expect("the mysqlcdc server");
+    let tag = pg::tag();
+    let table = format!("xa_{tag}");
+    exec(
+        &src,
+        &format!("CREATE TABLE `{table}` (id int PRIMARY KEY)"),
+    )
+    .await;
+    let mut abrq = Abrq::new();
+    let config = Config::new(&abrq).stream(
+        Stream::new(
+            "xa",
+            Source::mysql("cdc")
+                .connection(&mysqlcdc::url())
+                .database("test")
+                .table(&table)
+                .snapshot("never"),
+        )
+        .max_wait("20ms")
+        .destination(Destination::local("out", abrq.p("out")).format("jsonl")),
+    );
+    abrq.write_config(&config.to_string());
+    abrq.start().await;
+    abrq.wait_status("xa", "reading the binlog", |st| {
+        st["source"]["position"]["binlog"].is_object()
+    })
+    .await;
+    exec(&src, &format!("INSERT INTO `{table}` VALUES (1)")).await;
+    wait_until(LONG, "the plain row", async || {
+        read_dest(&abrq.path("out")).records().count() == 1
+    })
+    .await;
+    let mut conn = src.acquire().await.unwrap();
+    for sql in [
+        format!("XA START 'x{tag}'"),
+        format!("INSERT INTO `{table}` VALUES (2)"),
+        format!("XA END 'x{tag}'"),
+        format!("XA PREPARE 'x{tag}'"),
+        format!("XA ROLLBACK 'x{tag}'"),
+    ] {
+        sqlx::raw_sql(&sql).execute(&mut *conn).await.unwrap();
+    }
+    let st = abrq
+        .wait_status("xa", "the source stopped on the XA transaction", |st| {
+            st["source"]["state"] == "stopped"
+        })
+        .await;
+    let error = st["source"]["error"].as_str().unwrap_or_default();
+    assert!(error.contains("XA PREPARE"), "{st}");
+    assert_eq!(
+        read_dest(&abrq.path("out")).records().count(),
+        1,
+        "the rolled-back row"
+    );
+    abrq.kill();
+    exec(&src, &format!("DROP TABLE `{table}`")).await;
+}
