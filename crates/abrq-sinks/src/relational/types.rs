@@ -236,6 +236,12 @@ pub fn cell<'a>(ty: &SqlType, v: &'a Value) -> Option<Cell<'a>> {
             let f = n.as_f64()?;
             (*bits == 64 || (f as f32).is_finite()).then_some(Cell::Float(f))
         }
+        // NaN and the infinities have no JSON number: sources send them
+        // as these strings
+        (SqlType::Float(_), Value::String(t)) => special_float(t).map(Cell::Float),
+        (SqlType::Numeric(None), Value::String(t)) if special_float(t).is_some() => {
+            Some(Cell::Decimal(t.clone()))
+        }
         (SqlType::Numeric(limit), Value::Number(n)) => {
             let text = decimal_text(n);
             match limit {
@@ -256,12 +262,23 @@ pub fn cell<'a>(ty: &SqlType, v: &'a Value) -> Option<Cell<'a>> {
                 Some(_) | None => Some(Cell::Text(t)),
             }
         }
+        // PostgreSQL's own dates beyond chrono's: passed as the text the
+        // server parses (elsewhere the server refuses them by name)
+        (SqlType::Date | SqlType::Timestamp, Value::String(s)) if beyond_calendar(s) => {
+            Some(Cell::Text(Cow::Borrowed(s.as_str())))
+        }
         (SqlType::Date, Value::String(s)) => parse_date(s).map(Cell::Date),
         // a day is its first instant, in UTC
         (SqlType::Timestamp, Value::String(s)) => parse_timestamp(s)
             .or_else(|| Some(parse_date(s)?.and_time(chrono::NaiveTime::MIN).and_utc()))
             .map(Cell::Ts),
         (SqlType::Json, v) => Some(Cell::Json(v)),
+        // a JSON array into a PostgreSQL array column: its literal
+        (SqlType::Other { cast, .. }, Value::Array(items)) if cast.ends_with("[]") => {
+            let mut out = String::new();
+            array_literal(items, &mut out);
+            Some(Cell::Text(Cow::Owned(out)))
+        }
         (SqlType::Other { .. }, v) => Some(Cell::Text(text_of(v))),
         (
             SqlType::Bool
@@ -272,6 +289,54 @@ pub fn cell<'a>(ty: &SqlType, v: &'a Value) -> Option<Cell<'a>> {
             | SqlType::Timestamp,
             _,
         ) => None,
+    }
+}
+
+/// PostgreSQL's array literal of JSON `items`: `{1,NULL,"a \\"b\\""}`,
+/// nested arrays as more dimensions; every string quoted, so `NULL`
+/// and the empty string stay strings.
+fn array_literal(items: &[Value], out: &mut String) {
+    out.push('{');
+    for (i, item) in items.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        match item {
+            Value::Null => out.push_str("NULL"),
+            Value::Array(inner) => array_literal(inner, out),
+            Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
+            Value::Number(n) => out.push_str(&n.to_string()),
+            other => {
+                let text = match other {
+                    Value::String(s) => Cow::Borrowed(s.as_str()),
+                    v => Cow::Owned(v.to_string()),
+                };
+                out.push('"');
+                for c in text.chars() {
+                    if c == '"' || c == '\\' {
+                        out.push('\\');
+                    }
+                    out.push(c);
+                }
+                out.push('"');
+            }
+        }
+    }
+    out.push('}');
+}
+
+/// `infinity`, `-infinity` and BC dates, as PostgreSQL writes them.
+fn beyond_calendar(s: &str) -> bool {
+    s == "infinity" || s == "-infinity" || s.ends_with(" BC")
+}
+
+/// `NaN`, `Infinity` and `-Infinity` as PostgreSQL writes them.
+fn special_float(t: &str) -> Option<f64> {
+    match t {
+        "NaN" => Some(f64::NAN),
+        "Infinity" => Some(f64::INFINITY),
+        "-Infinity" => Some(f64::NEG_INFINITY),
+        _ => None,
     }
 }
 

@@ -48,7 +48,8 @@ struct Column {
     name: String,
     /// `format_type` of the column: what a cast and a destination take.
     ty: String,
-    /// Read as text: its JSON number would lose digits.
+    /// Read as text (`numeric`, and `numeric[]` as `text[]`): its JSON
+    /// number would lose digits.
     as_text: bool,
 }
 
@@ -204,8 +205,10 @@ impl PgCursorSource {
     async fn refresh_shape(&mut self) -> Result<(), SourceError> {
         let rel = self.settings.table.quoted();
         let conn = self.conn.as_mut().expect("connected");
+        // a composite reads as its text (the stream has no other form)
         let cols: Vec<(String, String, String)> = sqlx::query_as(
-            "SELECT a.attname::text, format_type(a.atttypid, a.atttypmod), t.typname::text \
+            "SELECT a.attname::text, format_type(a.atttypid, a.atttypmod), \
+             CASE WHEN t.typtype = 'c' THEN 'record' ELSE t.typname::text END \
              FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid \
              WHERE a.attrelid = CAST($1::text AS regclass) AND a.attnum > 0 AND NOT a.attisdropped \
              ORDER BY a.attnum",
@@ -219,7 +222,7 @@ impl PgCursorSource {
             .map(|(name, ty, base)| Column {
                 name,
                 ty,
-                as_text: base == "numeric",
+                as_text: matches!(base.as_str(), "numeric" | "_numeric" | "record"),
             })
             .collect();
         if self.shape.as_ref().is_some_and(|s| s.columns == columns) {
@@ -290,6 +293,7 @@ fn build_shape(
     let select: Vec<String> = columns
         .iter()
         .map(|c| match c.as_text {
+            true if c.ty.ends_with("[]") => format!("r.{q}::text[] AS {q}", q = quote(&c.name)),
             true => format!("r.{q}::text AS {q}", q = quote(&c.name)),
             false => format!("r.{}", quote(&c.name)),
         })

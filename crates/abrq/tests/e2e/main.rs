@@ -87,6 +87,8 @@ mod postgres_first_delivery;
 #[cfg(feature = "services")]
 mod postgres_state;
 #[cfg(feature = "services")]
+mod postgres_torture;
+#[cfg(feature = "services")]
 mod real_data;
 #[cfg(feature = "services")]
 mod relational_crash;

@@ -194,10 +194,19 @@ impl Backend for PgBackend {
             if key_pos > 0 {
                 key.push((key_pos, name.clone()));
             }
-            let ty = D.parse_type(&full).unwrap_or(SqlType::Other {
-                name: full,
-                cast: base,
-            });
+            // the cast has no length, so the column itself checks it;
+            // `bit` and `character` without one are one long, which
+            // would cut the value
+            let cast = match base.as_str() {
+                "bit" => "bit varying".to_string(),
+                "bit[]" => "bit varying[]".to_string(),
+                "character" => "bpchar".to_string(),
+                "character[]" => "bpchar[]".to_string(),
+                _ => base,
+            };
+            let ty = D
+                .parse_type(&full)
+                .unwrap_or(SqlType::Other { name: full, cast });
             info.columns.push(Column {
                 name,
                 ty,

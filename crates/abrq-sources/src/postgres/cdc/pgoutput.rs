@@ -42,6 +42,8 @@ struct Relation {
 struct Column {
     name: String,
     oid: u32,
+    /// An array's element type (0: not an array).
+    elem: u32,
     key: bool,
 }
 
@@ -146,7 +148,7 @@ impl PgCdc {
                 };
                 let oids: Vec<i64> = columns.iter().map(|c| i64::from(c.type_id)).collect();
                 let mods: Vec<i32> = columns.iter().map(|c| c.type_modifier).collect();
-                let types = self.type_names(&oids, &mods).await?;
+                let (types, elems) = self.type_names(&oids, &mods).await?;
                 // REPLICA IDENTITY FULL flags every column: the key is the
                 // table's primary key then
                 let key: Vec<String> = match replica_identity {
@@ -164,9 +166,11 @@ impl PgCdc {
                 };
                 let columns: Vec<Column> = columns
                     .iter()
-                    .map(|c| Column {
+                    .zip(&elems)
+                    .map(|(c, (base, elem))| Column {
                         name: c.name.to_string(),
-                        oid: c.type_id,
+                        oid: *base,
+                        elem: *elem,
                         key: key.iter().any(|k| **k == *c.name),
                     })
                     .collect();
@@ -289,18 +293,33 @@ impl PgCdc {
     }
 
     /// `format_type` of each (type oid, typmod): the names a destination
-    /// creates columns with.
-    async fn type_names(&mut self, oids: &[i64], mods: &[i32]) -> Result<Vec<String>, SourceError> {
+    /// creates columns with; and the type each value is read as (a
+    /// domain's base type) with, for an array, its element type.
+    async fn type_names(
+        &mut self,
+        oids: &[i64],
+        mods: &[i32],
+    ) -> Result<(Vec<String>, Vec<(u32, u32)>), SourceError> {
         let conn = self.catalog().await?;
-        let names: Result<Vec<String>, _> = sqlx::query_scalar(
-            "SELECT format_type(u.t::oid, u.m) FROM unnest($1::int8[], $2::int4[]) \
-             WITH ORDINALITY AS u(t, m, o) ORDER BY u.o",
+        // a domain's values are its base type's
+        let rows: Result<Vec<(String, i64, i64)>, _> = sqlx::query_as(
+            "SELECT format_type(u.t::oid, u.m), COALESCE(b.oid, u.t::oid)::int8, \
+             COALESCE(CASE WHEN b.typcategory = 'A' THEN b.typelem END, 0)::int8 \
+             FROM unnest($1::int8[], $2::int4[]) WITH ORDINALITY AS u(t, m, o) \
+             LEFT JOIN pg_type t ON t.oid = u.t::oid \
+             LEFT JOIN pg_type b ON b.oid = CASE WHEN t.typtype = 'd' THEN t.typbasetype ELSE t.oid END \
+             ORDER BY u.o",
         )
         .bind(oids)
         .bind(mods)
         .fetch_all(&mut *conn)
         .await;
-        names.context("cannot name the column types")
+        let rows = rows.context("cannot name the column types")?;
+        let oid = |n: i64| u32::try_from(n).unwrap_or(0);
+        Ok(rows
+            .into_iter()
+            .map(|(name, base, elem)| (name, (oid(base), oid(elem))))
+            .unzip())
     }
 }
 
@@ -365,6 +384,7 @@ fn key_row(rel: &Relation, tuple: &TupleData) -> Map<String, Value> {
 
 fn value(col: &Column, cell: &ColumnData) -> Value {
     match cell.as_str() {
+        Some(text) if !cell.is_null() && col.elem != 0 => values::array_to_json(col.elem, &text),
         Some(text) if !cell.is_null() => values::to_json(col.oid, &text),
         _ => Value::Null,
     }

@@ -42,6 +42,114 @@ pub fn to_json(oid: u32, text: &str) -> Value {
     }
 }
 
+/// The JSON form of an array's text (`{1,2}`, `{{"a b",NULL}}`,
+/// `[0:1]={1,2}`) whose elements are of type `elem`: nested JSON arrays
+/// of the elements' own forms, as the copy's `row_to_json` gives them, so
+/// a column has one form in copy and stream. Text that is no array
+/// literal stays text.
+pub fn array_to_json(elem: u32, text: &str) -> Value {
+    let body = match text.starts_with('[') {
+        // explicit bounds: JSON has none
+        true => text.split_once('=').map_or(text, |(_, b)| b),
+        false => text,
+    };
+    let mut parser = ArrayText {
+        bytes: body.as_bytes(),
+        at: 0,
+        elem,
+    };
+    match parser.array() {
+        Some(v) if parser.at == parser.bytes.len() => v,
+        _ => Value::String(text.into()),
+    }
+}
+
+struct ArrayText<'a> {
+    bytes: &'a [u8],
+    at: usize,
+    elem: u32,
+}
+
+impl ArrayText<'_> {
+    fn peek(&self) -> Option<u8> {
+        self.bytes.get(self.at).copied()
+    }
+
+    fn skip_spaces(&mut self) {
+        while self.peek().is_some_and(|b| b.is_ascii_whitespace()) {
+            self.at += 1;
+        }
+    }
+
+    /// `{` items `}`.
+    fn array(&mut self) -> Option<Value> {
+        self.skip_spaces();
+        if self.peek()? != b'{' {
+            return None;
+        }
+        self.at += 1;
+        let mut out = Vec::new();
+        self.skip_spaces();
+        if self.peek()? == b'}' {
+            self.at += 1;
+            return Some(Value::Array(out));
+        }
+        loop {
+            self.skip_spaces();
+            out.push(match self.peek()? {
+                b'{' => self.array()?,
+                b'"' => {
+                    let text = self.quoted()?;
+                    to_json(self.elem, &text)
+                }
+                _ => self.bare()?,
+            });
+            self.skip_spaces();
+            match self.peek()? {
+                b',' => self.at += 1,
+                b'}' => {
+                    self.at += 1;
+                    return Some(Value::Array(out));
+                }
+                _ => return None,
+            }
+        }
+    }
+
+    /// `"..."` with `\` escapes.
+    fn quoted(&mut self) -> Option<String> {
+        self.at += 1;
+        let mut raw = Vec::new();
+        loop {
+            let b = self.peek()?;
+            self.at += 1;
+            match b {
+                b'\\' => {
+                    raw.push(self.peek()?);
+                    self.at += 1;
+                }
+                b'"' => return String::from_utf8(raw).ok(),
+                _ => raw.push(b),
+            }
+        }
+    }
+
+    /// An unquoted element; `NULL` is null.
+    fn bare(&mut self) -> Option<Value> {
+        let start = self.at;
+        while self.peek().is_some_and(|b| b != b',' && b != b'}') {
+            self.at += 1;
+        }
+        let text = std::str::from_utf8(&self.bytes[start..self.at])
+            .ok()?
+            .trim();
+        Some(match text.eq_ignore_ascii_case("NULL") {
+            true => Value::Null,
+            false => to_json(self.elem, text),
+        })
+    }
+}
+
 /// `2026-12-01 10:47:15.78+00` (ISO DateStyle, the walsender's default)
 /// to `2026-12-01T10:47:15.78+00:00`; `infinity` and BC dates stay as
 /// they are.
@@ -92,6 +200,24 @@ mod tests {
         assert_eq!(to_json(JSONB, "{\"a\": [1, 2]}"), json!({"a": [1, 2]}));
         assert_eq!(to_json(1082, "2026-12-01"), json!("2026-12-01"));
         assert_eq!(to_json(25, "text"), json!("text"));
+    }
+
+    #[test]
+    fn arrays_become_json_arrays_of_their_elements() {
+        assert_eq!(array_to_json(INT4, "{1,2,NULL}"), json!([1, 2, null]));
+        assert_eq!(
+            array_to_json(INT4, "{{1,2},{3,4}}"),
+            json!([[1, 2], [3, 4]])
+        );
+        assert_eq!(array_to_json(INT4, "[0:1]={5,6}"), json!([5, 6]));
+        assert_eq!(array_to_json(INT4, "{}"), json!([]));
+        assert_eq!(
+            array_to_json(25, r#"{"a b","q\"uote","back\\slash",NULL,"NULL",plain}"#),
+            json!(["a b", "q\"uote", "back\\slash", null, "NULL", "plain"])
+        );
+        assert_eq!(array_to_json(BOOL, "{t,f}"), json!([true, false]));
+        assert_eq!(array_to_json(JSONB, r#"{"{\"a\": 1}"}"#), json!([{"a": 1}]));
+        assert_eq!(array_to_json(INT4, "{1,2"), json!("{1,2"));
     }
 
     #[test]
