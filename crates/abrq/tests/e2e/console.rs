@@ -266,12 +266,22 @@ async fn console_shows_state_and_drives_every_operator_action() {
         pending(&abrq, "archive").await.len() == 2
     })
     .await;
-    page.click(&format!("{panel} button[data-action=discard-all]"))
-        .await;
-    let warning = page
-        .wait_text("#confirm-text", "the warning", |t| t.contains("20 records"))
-        .await;
-    assert!(warning.contains("data loss"), "{warning}");
+    // the page may not have polled the second dead letter yet: its
+    // warning then counts what it shows, so ask again until it has
+    let mut warning = String::new();
+    for _ in 0..20 {
+        page.click(&format!("{panel} button[data-action=discard-all]"))
+            .await;
+        warning = page
+            .wait_text("#confirm-text", "the warning", |t| t.contains("data loss"))
+            .await;
+        if warning.contains("20 records") {
+            break;
+        }
+        page.click("#confirm-cancel").await;
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
+    assert!(warning.contains("20 records"), "{warning}");
     page.click("#confirm-ok").await;
     abrq.wait_for("the discard of all", async || {
         pending(&abrq, "archive").await.is_empty()
