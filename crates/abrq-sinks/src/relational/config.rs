@@ -222,8 +222,12 @@ impl RelationalSettings {
 
     /// The server's options, with the session settings rows are written
     /// under.
+    /// No default database: every statement names its database, so one
+    /// that does not exist yet is created on the same connections.
     pub fn mysql_options(&self) -> MySqlConnectOptions {
-        self.endpoint
+        let mut endpoint = self.endpoint.clone();
+        endpoint.database = None;
+        endpoint
             .mysql()
             .charset("utf8mb4")
             // instants are stored as UTC datetimes

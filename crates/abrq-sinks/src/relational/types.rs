@@ -325,9 +325,13 @@ fn array_literal(items: &[Value], out: &mut String) {
     out.push('}');
 }
 
-/// `infinity`, `-infinity` and BC dates, as PostgreSQL writes them.
+/// `infinity`, `-infinity` and BC dates, as PostgreSQL writes them, and
+/// MySQL's zero dates (`0000-00-00`, `2026-00-15`).
 fn beyond_calendar(s: &str) -> bool {
-    s == "infinity" || s == "-infinity" || s.ends_with(" BC")
+    let b = s.as_bytes();
+    let zero =
+        b.len() >= 10 && b[4] == b'-' && b[7] == b'-' && (&s[5..7] == "00" || &s[8..10] == "00");
+    zero || s == "infinity" || s == "-infinity" || s.ends_with(" BC")
 }
 
 /// `NaN`, `Infinity` and `-Infinity` as PostgreSQL writes them.

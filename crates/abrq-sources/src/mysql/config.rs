@@ -195,8 +195,12 @@ impl MysqlSettings {
     }
 
     /// The server's options; the user is root when none is given.
+    /// Every session in UTC: a TIMESTAMP reads as the UTC date and time
+    /// the binlog's epoch seconds give, in the copy as in the stream.
     pub fn opts(&self) -> mysql_async::Opts {
-        self.endpoint.mysql_async()
+        mysql_async::OptsBuilder::from_opts(self.endpoint.mysql_async())
+            .init(vec!["SET time_zone = '+00:00'"])
+            .into()
     }
 
     /// Where the source reads, for messages (never the password).

@@ -11,6 +11,46 @@ use super::catalog::Column;
 
 pub fn to_json(col: &Column, v: &BinlogValue<'_>) -> Value {
     match v {
+        // the binlog keeps a TIMESTAMP as seconds since the epoch: the
+        // same UTC date and time the copy reads (its sessions are UTC)
+        BinlogValue::Value(V::Bytes(b)) if col.data_type == "timestamp" => {
+            epoch_text(b).unwrap_or_else(|| bytes(col, b))
+        }
+        // ENUM and SET come as an index and a bit mask: their labels, as
+        // the copy reads them
+        BinlogValue::Value(V::Int(i)) if matches!(col.data_type.as_str(), "enum" | "set") => {
+            labels_of(col, *i as u64)
+        }
+        BinlogValue::Value(V::UInt(u)) if matches!(col.data_type.as_str(), "enum" | "set") => {
+            labels_of(col, *u)
+        }
+        BinlogValue::Value(V::Bytes(b))
+            if matches!(col.data_type.as_str(), "enum" | "set") && b.len() <= 8 =>
+        {
+            let n = b
+                .iter()
+                .rev()
+                .fold(0u64, |acc, byte| (acc << 8) | u64::from(*byte));
+            labels_of(col, n)
+        }
+        // a YEAR is a number, as the copy reads it
+        BinlogValue::Value(V::Bytes(b)) if col.data_type == "year" => {
+            match std::str::from_utf8(b)
+                .ok()
+                .and_then(|t| t.parse::<u16>().ok())
+            {
+                Some(y) => Value::from(y),
+                None => bytes(col, b),
+            }
+        }
+        // a signed MEDIUMINT comes as its 24 bits: the sign is bit 23
+        BinlogValue::Value(V::Int(i))
+            if col.data_type == "mediumint"
+                && !col.column_type.contains("unsigned")
+                && (0x80_0000..=0xff_ffff).contains(i) =>
+        {
+            Value::from(i - 0x100_0000)
+        }
         BinlogValue::Value(v) => value(col, v),
         BinlogValue::Jsonb(j) => {
             let parsed: Result<serde_json::Value, _> = j.clone().try_into();
@@ -18,6 +58,64 @@ pub fn to_json(col: &Column, v: &BinlogValue<'_>) -> Value {
         }
         BinlogValue::JsonDiff(_) => Value::Null,
     }
+}
+
+/// An ENUM's label by its index (1-based; 0 is the empty error value) or
+/// a SET's labels by its bit mask, joined by commas.
+fn labels_of(col: &Column, n: u64) -> Value {
+    let list = col
+        .column_type
+        .split_once('(')
+        .and_then(|(_, rest)| rest.strip_suffix(')'))
+        .unwrap_or_default();
+    let mut labels = Vec::new();
+    let mut cur = String::new();
+    let mut quoted = false;
+    let mut chars = list.chars().peekable();
+    while let Some(c) = chars.next() {
+        match (c, quoted) {
+            ('\'', true) if chars.peek() == Some(&'\'') => {
+                cur.push('\'');
+                chars.next();
+            }
+            ('\'', _) => quoted = !quoted,
+            (',', false) => labels.push(std::mem::take(&mut cur)),
+            (c, true) => cur.push(c),
+            _ => {}
+        }
+    }
+    labels.push(cur);
+    let text = match col.data_type.as_str() {
+        "enum" => match n {
+            0 => String::new(),
+            n => labels.get(n as usize - 1).cloned().unwrap_or_default(),
+        },
+        _ => labels
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| *i < 64 && n & (1 << i) != 0)
+            .map(|(_, l)| l.as_str())
+            .collect::<Vec<_>>()
+            .join(","),
+    };
+    Value::String(text)
+}
+
+/// `1.000001` (seconds since the epoch) as `1970-01-01T00:00:01.000001`.
+fn epoch_text(b: &[u8]) -> Option<Value> {
+    let text = std::str::from_utf8(b).ok()?;
+    let (secs, frac) = text.split_once('.').unwrap_or((text, ""));
+    let secs: i64 = secs.parse().ok()?;
+    let micros: u32 = match frac {
+        "" => 0,
+        f => format!("{f:0<6}").get(..6)?.parse().ok()?,
+    };
+    let at = chrono::DateTime::from_timestamp(secs, micros * 1000)?.naive_utc();
+    let whole = at.format("%Y-%m-%dT%H:%M:%S");
+    Some(Value::String(match micros {
+        0 => whole.to_string(),
+        us => format!("{whole}.{us:06}"),
+    }))
 }
 
 /// A value as a query returns it (the snapshot copy reads rows so).

@@ -58,6 +58,8 @@ mod mysql_cursor;
 #[cfg(feature = "services")]
 mod mysql_names;
 #[cfg(feature = "services")]
+mod mysql_torture;
+#[cfg(feature = "services")]
 mod object_outage;
 mod poison;
 #[cfg(feature = "services")]

@@ -103,15 +103,19 @@ impl MysqlBackend {
         if found > 0 {
             return Ok(());
         }
-        sqlx::query(&format!("CREATE DATABASE IF NOT EXISTS {quoted}"))
-            .execute(self.pool())
-            .await
-            .map_err(|e| {
-                db_error(
-                    format!("create the database {quoted} (it does not exist)"),
-                    e,
-                )
-            })?;
+        // utf8mb4, as the connections speak: a server default of latin1
+        // would refuse most of the world's text
+        sqlx::query(&format!(
+            "CREATE DATABASE IF NOT EXISTS {quoted} CHARACTER SET utf8mb4"
+        ))
+        .execute(self.pool())
+        .await
+        .map_err(|e| {
+            db_error(
+                format!("create the database {quoted} (it does not exist)"),
+                e,
+            )
+        })?;
         tracing::info!(schema, "created the destination database");
         Ok(())
     }
@@ -127,7 +131,8 @@ impl MysqlBackend {
                  destination_table varchar(200) NOT NULL, \
                  PRIMARY KEY (stream, idempotency_key, destination_table))"
             );
-            if let Some(schema) = &self.conn.settings.schema {
+            let schema = self.schema();
+            if !schema.is_empty() {
                 self.create_schema(schema).await?;
             }
             sqlx::query(&sql)
