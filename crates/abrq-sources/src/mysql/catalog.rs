@@ -96,10 +96,6 @@ pub async fn missing(conn: &mut mysql_async::Conn) -> Result<Vec<String>, Source
     for (name, value) in settings(conn).await? {
         let on = value.eq_ignore_ascii_case("on") || value == "1";
         match name.to_ascii_lowercase().as_str() {
-            "log_bin_compress" if on => out.push(
-                "log_bin_compress is ON: compressed binlog events are not read; set log_bin_compress = OFF"
-                    .to_string(),
-            ),
             "binlog_transaction_compression" if on => out.push(
                 "binlog_transaction_compression is ON: compressed transaction payloads are not read; set binlog_transaction_compression = OFF"
                     .to_string(),
@@ -117,8 +113,8 @@ pub async fn missing(conn: &mut mysql_async::Conn) -> Result<Vec<String>, Source
 /// The binlog settings only some servers have, as the server spells them.
 async fn settings(conn: &mut mysql_async::Conn) -> Result<Vec<(String, String)>, SourceError> {
     conn.query(
-        "SHOW GLOBAL VARIABLES WHERE Variable_name IN ('log_bin_compress', \
-         'binlog_transaction_compression', 'binlog_row_value_options', 'binlog_row_metadata')",
+        "SHOW GLOBAL VARIABLES WHERE Variable_name IN ('binlog_transaction_compression', \
+         'binlog_row_value_options', 'binlog_row_metadata')",
     )
     .await
     .map_err(|e| SourceError::from_client("cannot read the binlog settings", e))

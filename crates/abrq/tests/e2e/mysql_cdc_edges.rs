@@ -9,10 +9,14 @@
 //! - a change read from a backlog after `ALTER TABLE ... ADD COLUMN ...
 //!   AFTER`, with `binlog_row_metadata = FULL`: each value in its column;
 //! - an XA transaction prepared and rolled back: a named failure, and its
-//!   row never delivered.
+//!   row never delivered;
+//! - `log_bin_compress = ON`: compressed rows and query events (a DDL
+//!   among them) delivered as the plain ones would be.
 
 use crate::common::*;
 use abrq_sinks::relational::sqlx::{self, MySqlPool, PgPool};
+use serde_json::Value;
+use sqlx::Row;
 
 async fn exec(pool: &MySqlPool, sql: &str) {
     sqlx::query(sql)
@@ -26,6 +30,13 @@ async fn my_rows(pool: &MySqlPool, sql: &str) -> Vec<String> {
     let mut rows: Vec<String> = sqlx::query_scalar(sql).fetch_all(pool).await.unwrap();
     rows.sort();
     rows
+}
+
+/// A number column whose width the server chooses.
+fn number(row: &sqlx::mysql::MySqlRow, at: usize) -> u64 {
+    row.try_get::<u64, _>(at)
+        .or_else(|_| row.try_get::<i64, _>(at).map(|n| n as u64))
+        .unwrap()
 }
 
 async fn pg_rows(pool: &PgPool, sql: &str) -> Vec<String> {
@@ -211,6 +222,117 @@ async fn an_xa_transaction_is_a_named_failure_and_its_row_is_never_delivered() {
         1,
         "the rolled-back row"
     );
+    abrq.kill();
+    exec(&src, &format!("DROP TABLE `{table}`")).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn compressed_binlog_events_are_inflated_and_delivered() {
+    let src = MySqlPool::connect(&mysqlcdc::url())
+        .await
+        .expect("the mysqlcdc server");
+    let table = format!("zip_{}", pg::tag());
+    exec(
+        &src,
+        &format!("CREATE TABLE `{table}` (id int PRIMARY KEY, v text)"),
+    )
+    .await;
+    let mut abrq = Abrq::new();
+    let config = Config::new(&abrq).stream(
+        Stream::new(
+            "zip",
+            Source::mysql("cdc")
+                .connection(&mysqlcdc::url())
+                .database("test")
+                .table(&table)
+                .snapshot("never"),
+        )
+        .max_wait("20ms")
+        .destination(
+            Destination::local("out", abrq.p("out"))
+                .format("jsonl")
+                .manifest(),
+        ),
+    );
+    abrq.write_config(&config.to_string());
+    abrq.start().await;
+    abrq.wait_status("zip", "reading the binlog", |st| {
+        st["source"]["position"]["binlog"].is_object()
+    })
+    .await;
+    // every other test's events are compressed too while this runs: each
+    // reader must inflate them, which is the point
+    exec(&src, "SET GLOBAL log_bin_compress_min_len = 10").await;
+    exec(&src, "SET GLOBAL log_bin_compress = ON").await;
+    let at = sqlx::query("SHOW MASTER STATUS")
+        .fetch_one(&src)
+        .await
+        .unwrap();
+    let (file, from): (String, u64) = (at.get(0), number(&at, 1));
+    for sql in [
+        format!("INSERT INTO `{table}` VALUES (1, REPEAT('a', 1000)), (2, REPEAT('b', 1000)), (3, 'short')"),
+        format!("UPDATE `{table}` SET v = REPEAT('c', 1200) WHERE id = 1"),
+        format!("DELETE FROM `{table}` WHERE id = 2"),
+        format!("ALTER TABLE `{table}` ADD COLUMN n int AFTER id"),
+        format!("INSERT INTO `{table}` VALUES (4, 44, REPEAT('d', 500))"),
+    ] {
+        exec(&src, &sql).await;
+    }
+    let written: Vec<String> = sqlx::query(&format!("SHOW BINLOG EVENTS IN '{file}' FROM {from}"))
+        .fetch_all(&src)
+        .await
+        .unwrap()
+        .iter()
+        .map(|row| row.get("Event_type"))
+        .collect();
+    exec(&src, "SET GLOBAL log_bin_compress = OFF").await;
+    for kind in [
+        "Write_rows_compressed_v1",
+        "Update_rows_compressed_v1",
+        "Delete_rows_compressed_v1",
+        "Query_compressed",
+    ] {
+        assert!(
+            written.iter().any(|k| k == kind),
+            "the server wrote no {kind}: {written:?}"
+        );
+    }
+
+    wait_until(LONG, "the five changes", async || {
+        read_dest(&abrq.path("out")).records().count() >= 6
+    })
+    .await;
+    // an object is written before its manifest: read once both are
+    abrq.wait_status("zip", "every staged batch delivered", |st| {
+        dest_of(st, "out")["high_water_mark"] == st["spool"]["last_seq"]
+    })
+    .await;
+    let out = read_dest(&abrq.path("out"));
+    let (mut got, mut lengths) = (Vec::new(), Vec::new());
+    for (_, key) in out.verify_manifests("zip") {
+        for r in &out.objects[&key].records {
+            let op = r
+                .get("_abrq_op")
+                .and_then(Value::as_str)
+                .unwrap_or("insert");
+            let v = r.get("v").and_then(Value::as_str).unwrap_or("-");
+            let n = r.get("n").map_or("-".to_string(), Value::to_string);
+            got.push(format!("{op} {} {} {n}", r["id"], &v[..v.len().min(6)]));
+            lengths.push(v.len());
+        }
+    }
+    let want = [
+        "insert 1 aaaaaa -",
+        "insert 2 bbbbbb -",
+        "insert 3 short -",
+        "update 1 cccccc -",
+        "delete 2 - -",
+        "insert 4 dddddd 44",
+    ];
+    assert_eq!(got, want);
+    assert_eq!(lengths, [1000, 1000, 5, 1200, 1, 500], "values whole");
+    let st = abrq.status("zip").await;
+    assert_eq!(st["source"]["state"], "running", "{st}");
     abrq.kill();
     exec(&src, &format!("DROP TABLE `{table}`")).await;
 }

@@ -20,6 +20,7 @@ use super::super::config::TableName;
 use super::super::errors::BINLOG_UNREADABLE;
 use super::super::values;
 use super::backfill::Page;
+use super::compressed;
 use super::gtid::{self, Gtid, GtidPos};
 use super::{purged, BinlogAt, MysqlCdc, Shaped};
 use crate::cdc::{Ctx, Step};
@@ -137,6 +138,8 @@ impl MysqlCdc {
                 false => Step::Nothing,
             }));
         }
+        // MariaDB's compressed events read as the events they stand for
+        let event = compressed::inflate(&event)?.unwrap_or(event);
         let data = event
             .read_data()
             .map_err(|e| SourceError::caused(Failure::Decode, "cannot decode a binlog event", e))?;
@@ -255,12 +258,6 @@ impl MysqlCdc {
                 // MariaDB: annotate rows, binlog checkpoint, GTID list,
                 // start encryption (the server sends events decrypted)
                 160 | 161 | 163 | 164 => Step::Nothing,
-                165..=171 => {
-                    return Err(unsupported(&format!(
-                        "a compressed binlog event (type {kind}, log_bin_compress = ON): set \
-                         log_bin_compress = OFF"
-                    )))
-                }
                 _ => return Err(unsupported(&format!("a binlog event of type {kind}"))),
             },
         }))

@@ -18,6 +18,7 @@
 
 mod backfill;
 mod binlog;
+mod compressed;
 mod gtid;
 mod position;
 
