@@ -106,6 +106,11 @@ pub struct ServerConfig {
     /// Lets a listener off loopback speak plain HTTP.
     #[serde(default)]
     pub allow_plaintext: bool,
+    /// When set, only these Host names (a name alone matches any port)
+    /// and the loopback names are served, probes included: a page that
+    /// rebinds its DNS name to this server reads nothing.
+    #[serde(default)]
+    pub allowed_hosts: Vec<Text>,
 }
 
 impl Default for ServerConfig {
@@ -122,6 +127,7 @@ impl Default for ServerConfig {
             tls_cert: None,
             tls_key: None,
             allow_plaintext: false,
+            allowed_hosts: Vec::new(),
         }
     }
 }

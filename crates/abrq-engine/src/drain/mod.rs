@@ -69,6 +69,10 @@ struct Drainer<'a> {
     /// After a grouped attempt failed, batches up to this seq go one at a
     /// time, so only a batch at fault is dead-lettered.
     singles_until: u64,
+    /// (seq, attempts): a failed grouped attempt counts as an attempt of
+    /// its first batch, so the batch's retry budget and attempt numbers
+    /// go on from it.
+    carried: Option<(u64, u32)>,
     /// The spooled work after `current`, read while it was attempted.
     prefetched: Option<Work>,
 }
@@ -84,6 +88,7 @@ impl<'a> Drainer<'a> {
             current: None,
             attempts: 0,
             singles_until: 0,
+            carried: None,
             prefetched: None,
         }
     }
@@ -104,7 +109,7 @@ impl<'a> Drainer<'a> {
             let group = self.group_size();
             let prefetched = self.prefetched.take();
             self.current = work::next(self.stream, self.dest, group, prefetched).await?;
-            self.attempts = 0;
+            self.attempts = self.carried_attempts();
             self.dest.drain_health().progressed();
             if self.current.is_none() {
                 return Ok(self.wait_for_work().await);
@@ -135,6 +140,26 @@ impl<'a> Drainer<'a> {
             self.prefetched = next;
         }
         self.settle(result, took).await
+    }
+
+    /// Attempts already spent on the work just loaded: those of a failed
+    /// grouped attempt it began, else none.
+    fn carried_attempts(&mut self) -> u32 {
+        let Some((seq, n)) = self.carried else {
+            return 0;
+        };
+        match self.current.as_ref() {
+            Some(w @ (Work::Spool(_) | Work::Group(_))) if w.first().meta.seq == seq => {
+                self.carried = None;
+                n
+            }
+            _ => {
+                if self.dest.mark().accepted() >= seq {
+                    self.carried = None;
+                }
+                0
+            }
+        }
     }
 
     /// Batches the next attempt may carry.

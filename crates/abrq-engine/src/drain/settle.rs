@@ -56,8 +56,9 @@ impl Drainer<'_> {
     }
 
     /// A grouped attempt failed: its batches go again one at a time (a
-    /// batch at fault is then dead-lettered alone). An outage still counts
-    /// with the breaker and backs off.
+    /// batch at fault is then dead-lettered alone). The attempt counts as
+    /// one of its first batch's (`max_attempts` holds for it as for any
+    /// attempt); an outage still counts with the breaker and backs off.
     async fn group_failed(
         &mut self,
         err: DeliveryError,
@@ -70,10 +71,11 @@ impl Drainer<'_> {
             work.batches().last().map_or(0, |b| b.meta.seq),
         );
         self.singles_until = last;
+        let attempts = self.attempts;
         self.attempts = 0;
         stream
             .events()
-            .attempt_failed(dest.labels(), first, 1, &err, took);
+            .attempt_failed(dest.labels(), first, attempts, &err, took);
         let describe = err.describe();
         tracing::warn!(stream = %stream.name(), destination = %dest.labels().destination, first, last, error = %describe, "grouped attempt failed; its batches go one at a time");
         dest.tenure()
@@ -81,15 +83,26 @@ impl Drainer<'_> {
             .set_last_error(stream.name(), &dest.labels().destination, Some(&describe))
             .await?;
         if let Disposition::DeadLetter(_) = err.disposition {
+            // a batch at fault: the singles find it; the first one's next
+            // attempt still follows this one in number
+            self.carried = Some((first, attempts));
             return Ok(Flow::Next);
         }
         let now = stream.clock().now();
         if let Some(t) = dest.with_breaker(|b| b.on_failure(now)) {
             self.breaker_changed(t).await?;
         }
+        if attempts >= dest.retry().max_attempts {
+            // the first batch's budget is spent: dead-letter it alone
+            let batch = work.first().clone();
+            let class = ReasonClass::RetriesExhausted;
+            dead_letter(stream, dest, Work::Spool(batch), class, &describe, attempts).await?;
+            return Ok(Flow::Next);
+        }
+        self.carried = Some((first, attempts));
         let pause = err
             .retry_after
-            .unwrap_or_else(|| dest.retry().backoff(1, &mut self.rng));
+            .unwrap_or_else(|| dest.retry().backoff(attempts, &mut self.rng));
         Ok(tokio::select! {
             _ = dest.tenure().cancel().cancelled_owned() => Flow::Stop,
             _ = tokio::time::sleep(pause) => Flow::Next,

@@ -1,6 +1,7 @@
 //! One module per command.
 
 mod check;
+mod hangup;
 mod remote;
 mod run;
 

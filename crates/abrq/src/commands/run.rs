@@ -15,9 +15,7 @@ pub async fn run(config_path: &Path, until_drained: bool, no_progress: bool) -> 
     let config = super::load_config(config_path)?;
     let addr = server::check_server(&config)?;
     let tls = server::Tls::from_config(&config.server)?;
-    if let Some(tls) = &tls {
-        tls.clone().reload_on_hangup()?;
-    }
+    super::hangup::handle(tls.clone())?;
     let opened = super::open_store(&config).await?;
     let listener = tokio::net::TcpListener::bind(addr)
         .await

@@ -120,6 +120,47 @@ impl Guard {
     }
 }
 
+/// `server.allowed_hosts`: when set, a request whose Host is not listed
+/// (nor a loopback name) is refused, whatever its path.
+#[derive(Debug, Clone, Default)]
+pub struct AllowedHosts(Vec<String>);
+
+impl AllowedHosts {
+    pub fn new(hosts: &[String]) -> AllowedHosts {
+        AllowedHosts(hosts.iter().map(|h| h.to_ascii_lowercase()).collect())
+    }
+
+    fn admits(&self, host: Option<&str>) -> bool {
+        if self.0.is_empty() {
+            return true;
+        }
+        let Some(host) = host else { return false };
+        if is_loopback_host(host) {
+            return true;
+        }
+        let Some((name, port)) = split_host(host) else {
+            return false;
+        };
+        self.0.iter().any(|allowed| match split_host(allowed) {
+            Some((n, None)) => n.eq_ignore_ascii_case(name),
+            Some((n, p)) => n.eq_ignore_ascii_case(name) && p == port,
+            None => false,
+        })
+    }
+}
+
+pub async fn check_host(State(hosts): State<AllowedHosts>, req: Request, next: Next) -> Response {
+    let host = header_str(req.headers(), header::HOST);
+    if hosts.admits(host) {
+        return next.run(req).await;
+    }
+    forbidden(format!(
+        "Host {:?} is not in server.allowed_hosts",
+        host.unwrap_or("")
+    ))
+    .into_response()
+}
+
 fn forbidden(msg: String) -> ApiError {
     ApiError::new(StatusCode::FORBIDDEN, msg)
 }
@@ -196,6 +237,31 @@ mod tests {
         tls: false,
         admin_token: false,
     };
+
+    #[test]
+    fn allowed_hosts_admit_names_ports_and_loopback() {
+        let any = AllowedHosts::default();
+        assert!(any.admits(Some("evil.example")) && any.admits(None));
+        let set = AllowedHosts::new(&["abrq.internal".into(), "10.0.0.5:8080".into()]);
+        for ok in [
+            "abrq.internal",
+            "ABRQ.internal:9000",
+            "10.0.0.5:8080",
+            "localhost:8080",
+            "[::1]",
+        ] {
+            assert!(set.admits(Some(ok)), "{ok}");
+        }
+        for refused in [
+            "evil.example",
+            "10.0.0.5",
+            "10.0.0.5:80",
+            "abrq.internal.evil",
+        ] {
+            assert!(!set.admits(Some(refused)), "{refused}");
+        }
+        assert!(!set.admits(None));
+    }
 
     #[test]
     fn classifies_paths() {

@@ -10,7 +10,6 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use futures::StreamExt;
 
-use super::auth;
 use super::error::ApiError;
 use super::AppState;
 use abrq_engine::ingest::{check_key, IngestFailure};
@@ -23,22 +22,25 @@ pub async fn ingest(State(st): State<AppState>, Path(s): Path<String>, req: Requ
     }
 }
 
+/// The token that guards ingest into stream `s`: its own ingest token,
+/// else the admin token. An unknown stream takes the admin token, so a
+/// client without it does not learn which streams exist.
+pub fn token<'a>(st: &'a AppState, s: &str) -> Option<&'a str> {
+    match st.ingest.get(s) {
+        Some((token, _)) => token.as_deref().or(st.admin_token.as_deref()),
+        None => st.admin_token.as_deref(),
+    }
+}
+
 async fn handle(st: &AppState, s: &str, req: Request) -> Result<Response, ApiError> {
     let (parts, body) = req.into_parts();
-    let Some((token, max_body)) = st.ingest.get(s) else {
-        // Auth first: without the token, a client learns nothing, not even
-        // which streams exist.
-        auth::require(&parts.headers, st.admin_token.as_deref())?;
+    // the token was checked before this runs (server::admin_auth)
+    let Some((_, max_body)) = st.ingest.get(s) else {
         return Err(ApiError::new(
             StatusCode::NOT_FOUND,
             format!("unknown stream {s:?}"),
         ));
     };
-    // The stream's ingest token, else the admin token, guards ingest.
-    auth::require(
-        &parts.headers,
-        token.as_deref().or(st.admin_token.as_deref()),
-    )?;
     let key = match parts.headers.get("idempotency-key") {
         None => None,
         Some(v) => Some(

@@ -39,6 +39,7 @@ pub struct AppState {
     tls: bool,
     /// Per stream: the ingest token and the body limit.
     ingest: Arc<HashMap<String, (Option<String>, u64)>>,
+    allowed_hosts: guard::AllowedHosts,
 }
 
 impl AppState {
@@ -76,6 +77,14 @@ impl AppState {
             admin_token,
             tls: config.server.tls_cert.is_some(),
             ingest: Arc::new(ingest),
+            allowed_hosts: guard::AllowedHosts::new(
+                &config
+                    .server
+                    .allowed_hosts
+                    .iter()
+                    .map(|h| h.0.clone())
+                    .collect::<Vec<_>>(),
+            ),
         }
     }
 }
@@ -187,16 +196,30 @@ pub fn router(state: AppState) -> Router {
         })
         .with_state(state.clone())
         .layer(middleware::from_fn_with_state(guard, guard::check))
-        .layer(middleware::from_fn_with_state(state, admin_auth))
+        .layer(middleware::from_fn_with_state(state.clone(), admin_auth))
+        .layer(middleware::from_fn_with_state(
+            state.allowed_hosts.clone(),
+            guard::check_host,
+        ))
 }
 
-/// The admin token guards every path but the probes and ingest (which
-/// checks its own token).
+/// Tokens before anything else: the admin token guards every path but
+/// the probes; ingest takes its stream's token (else the admin token).
+/// A client without the token learns nothing, not even which content
+/// types a path takes (401 before 403 or 415).
 async fn admin_auth(State(st): State<AppState>, req: Request, next: Next) -> Response {
-    if guard::classify(req.uri().path()) == guard::Class::Admin {
-        if let Err(e) = auth::require(req.headers(), st.admin_token.as_deref()) {
-            return e.into_response();
+    let path = req.uri().path();
+    let token = match guard::classify(path) {
+        guard::Class::Probe => return next.run(req).await,
+        guard::Class::Admin => st.admin_token.as_deref(),
+        guard::Class::Ingest => {
+            // stream names are letters, digits, '_' and '-': never encoded
+            let stream = path.split('/').nth(3).unwrap_or_default();
+            ingest::token(&st, stream)
         }
+    };
+    if let Err(e) = auth::require(req.headers(), token) {
+        return e.into_response();
     }
     next.run(req).await
 }

@@ -83,25 +83,19 @@ impl Tls {
         Ok(())
     }
 
-    /// Reloads on every SIGHUP, for as long as the process runs.
-    pub fn reload_on_hangup(self: Arc<Self>) -> anyhow::Result<()> {
-        use tokio::signal::unix::{signal, SignalKind};
-        let mut hup = signal(SignalKind::hangup()).context("cannot handle SIGHUP")?;
-        tokio::spawn(async move {
-            while hup.recv().await.is_some() {
-                match self.reload() {
-                    Ok(()) => {
-                        tracing::info!(cert = %self.cert.display(), "tls certificate reloaded")
-                    }
-                    Err(e) => tracing::error!(
-                        cert = %self.cert.display(),
-                        error = format!("{e:#}"),
-                        "tls certificate reload failed; still serving the previous one"
-                    ),
-                }
+    /// Reloads and logs the outcome (SIGHUP): a pair that cannot be read
+    /// leaves the previous one in service.
+    pub fn reload_logged(&self) {
+        match self.reload() {
+            Ok(()) => {
+                tracing::info!(cert = %self.cert.display(), "SIGHUP: tls certificate reloaded")
             }
-        });
-        Ok(())
+            Err(e) => tracing::error!(
+                cert = %self.cert.display(),
+                error = format!("{e:#}"),
+                "SIGHUP: tls certificate reload failed; still serving the previous one"
+            ),
+        }
     }
 }
 

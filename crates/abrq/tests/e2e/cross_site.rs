@@ -168,3 +168,57 @@ async fn browser_requests_cannot_pause_disable_discard_or_ingest() {
     assert!(status.success(), "abrq dead-letters discard: {stderr}");
     assert!(stdout.contains("discarded 1"), "{stdout}");
 }
+
+/// `server.allowed_hosts` closes DNS rebinding on a listener that has a
+/// token too, probes included: a page whose name resolves to this server
+/// reads not even `/metrics`. Listed names and loopback are served.
+#[tokio::test(flavor = "multi_thread")]
+async fn allowed_hosts_refuse_other_names_on_every_path() {
+    let mut abrq = Abrq::new();
+    let text = Config::new(&abrq)
+        .admin_token("t0ken")
+        .allowed_hosts(&["abrq.internal"])
+        .stream(
+            Stream::new("s", Source::http())
+                .destination(Destination::local("lake", abrq.p("out/lake"))),
+        )
+        .to_string();
+    abrq.write_config(&text);
+    abrq.admin_token = Some("t0ken".into());
+    abrq.start().await;
+    let auth = ("authorization", "Bearer t0ken");
+    for path in ["/healthz", "/readyz", "/metrics", "/v1/streams"] {
+        for host in [
+            "evil.example",
+            "evil.example:80",
+            "abrq.internal.evil.example",
+        ] {
+            let (code, body) = browser(&abrq, Method::GET, path, &[auth, ("host", host)], "").await;
+            assert_eq!(code, 403, "GET {path} with Host {host}: {body}");
+            assert!(body.contains("allowed_hosts"), "{body}");
+        }
+        for host in ["abrq.internal", "ABRQ.internal:9443"] {
+            let (code, body) = browser(&abrq, Method::GET, path, &[auth, ("host", host)], "").await;
+            assert_eq!(code, 200, "GET {path} with Host {host}: {body}");
+        }
+        // the address the process was started on is loopback: served
+        let (code, body) = browser(&abrq, Method::GET, path, &[auth], "").await;
+        assert_eq!(code, 200, "GET {path} on {}: {body}", abrq.listen());
+    }
+    let ingest = "/v1/streams/s/records";
+    let json = ("content-type", "application/json");
+    let h = [auth, json, ("host", "evil.example")];
+    let (code, body) = browser(&abrq, Method::POST, ingest, &h, "{\"a\":1}\n").await;
+    assert_eq!(code, 403, "ingest with Host evil.example: {body}");
+    let h = [auth, json, ("host", "abrq.internal")];
+    let (code, body) = browser(&abrq, Method::POST, ingest, &h, "{\"a\":1}\n").await;
+    assert!(
+        (200..300).contains(&code),
+        "ingest with Host abrq.internal: {code} {body}"
+    );
+    let st = abrq.status("s").await;
+    assert_eq!(
+        st["spool"]["last_seq"], 1,
+        "only the listed host's ingest was staged"
+    );
+}

@@ -1,7 +1,7 @@
 //! HTTP ingest: 200 only once staged; a request is staged whole or not at
 //! all. Malformed bodies (400 naming the line), bodies over `max_body`
-//! (413, whether declared or chunked), and missing or wrong tokens (401)
-//! stage nothing; an `Idempotency-Key` retry stages nothing twice; NDJSON
+//! (413, whether declared or chunked), and missing or wrong tokens (401,
+//! before any content rule answers 415) stage nothing; an `Idempotency-Key` retry stages nothing twice; NDJSON
 //! and JSON arrays both work, and what was staged is what arrives.
 
 use crate::common::*;
@@ -128,6 +128,21 @@ async fn ingest_stages_whole_requests_only() {
     assert_eq!(code, 401, "no token: {err}");
     let (code, err) = post(&abrq, &good, Some("wrong-token"), &[]).await;
     assert_eq!(code, 401, "wrong token: {err}");
+    // a form a browser could send: the token is checked first, so 401
+    // rather than 415 (with the right token the request is served: a form
+    // cannot send an Authorization header)
+    for (token, want) in [(None, 401), (Some("wrong-token"), 401)] {
+        let mut req = abrq
+            .http
+            .post(format!("{}{PATH}", abrq.base()))
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(good.clone());
+        if let Some(t) = token {
+            req = req.bearer_auth(t);
+        }
+        let resp = req.send().await.expect("request");
+        assert_eq!(resp.status().as_u16(), want, "a form with token {token:?}");
+    }
     assert_staged(&abrq, 0, 0.0, "unauthorized requests").await;
 
     // --- a good request with an Idempotency-Key, then its retry ---

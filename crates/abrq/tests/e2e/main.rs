@@ -94,6 +94,7 @@ mod postgres_torture;
 mod real_data;
 #[cfg(feature = "services")]
 mod relational_crash;
+mod retry_budget;
 #[cfg(feature = "services")]
 mod scale_out;
 #[cfg(feature = "services")]

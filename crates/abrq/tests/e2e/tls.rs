@@ -1,7 +1,8 @@
 //! HTTPS on the listener: a certificate from a private CA made here, the
 //! admin API and probes over it, the CLI trusting that CA, a new
 //! certificate served after SIGHUP (a broken one is not), and the refusal
-//! to serve plain HTTP off loopback unless the config allows it.
+//! to serve plain HTTP off loopback unless the config allows it. Without
+//! TLS, SIGHUP is logged and the process serves on.
 
 use std::time::Duration;
 
@@ -230,4 +231,31 @@ async fn off_loopback_needs_tls_or_allow_plaintext() {
     abrq.write_config(&config(&abrq).tls_cert(abrq.path("cert.pem")).to_string());
     let (status, _, stderr) = abrq.cli(&["check", "--config", &cfg]).await;
     assert!(!status.success() && stderr.contains("tls_key"), "{stderr}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sighup_without_tls_is_logged_and_the_process_serves_on() {
+    let mut abrq = Abrq::new();
+    abrq.write_config(
+        &Config::new(&abrq)
+            .stream(
+                Stream::new("s", Source::http())
+                    .destination(Destination::local("lake", abrq.p("out/lake"))),
+            )
+            .to_string(),
+    );
+    abrq.start().await;
+    let pid = abrq.pid();
+    hangup(&abrq);
+    abrq.wait_for("the hangup in the log", async || {
+        abrq.log().contains("SIGHUP: nothing to reload")
+    })
+    .await;
+    // its default action would have ended the process
+    abrq.ingest("s", "{\"a\":1}\n").await;
+    abrq.wait_status("s", "the record delivered", |st| {
+        dest_of(st, "lake")["high_water_mark"] == 1
+    })
+    .await;
+    assert_eq!(abrq.pid(), pid, "the server restarted");
 }

@@ -151,6 +151,12 @@ impl Config {
         self
     }
 
+    pub fn allowed_hosts(mut self, hosts: &[&str]) -> Self {
+        let hosts: Vec<Value> = hosts.iter().map(|h| Value::from(*h)).collect();
+        self.server.set("allowed_hosts", hosts);
+        self
+    }
+
     pub fn allow_plaintext(mut self) -> Self {
         self.server.set("allow_plaintext", true);
         self
