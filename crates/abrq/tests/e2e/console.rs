@@ -365,3 +365,66 @@ async fn console_files_refuse_framing_and_inline_script() {
         .unwrap();
     assert_eq!(resp.status(), 401);
 }
+
+/// The page updates in place: text an operator selected (an error to
+/// copy) stays selected and a focused button keeps focus across polls,
+/// while the numbers around them change.
+#[tokio::test(flavor = "multi_thread")]
+async fn console_updates_in_place_keeping_selection_and_focus() {
+    let mut abrq = Abrq::new();
+    abrq.admin_token = Some(TOKEN.to_string());
+    abrq.write_config(&config(&abrq));
+    std::fs::create_dir_all(abrq.path("out")).unwrap();
+    break_dir(&abrq.path("out/mirror"));
+    abrq.start().await;
+    let page = Browser::start().await;
+    page.open(&abrq.base()).await;
+    page.type_into("#token", TOKEN).await;
+    page.click("#login-form button[type=submit]").await;
+    abrq.ingest(STREAM, &body("a")).await;
+    let mirror_row = dest_row("mirror");
+    let error_css = format!("{mirror_row} [data-role=last-error]");
+    let error = page
+        .wait_text(&error_css, "the error", |t| !t.is_empty())
+        .await;
+    let lag_css = format!("{mirror_row} [data-role=lag]");
+    page.wait_text(&lag_css, "a lag", |t| t != "0.0s").await;
+
+    let select = r#"
+        const e = document.querySelector(arguments[0]);
+        const r = document.createRange();
+        r.selectNodeContents(e);
+        getSelection().removeAllRanges();
+        getSelection().addRange(r);
+        document.querySelector(arguments[1]).focus();
+        return [getSelection().toString(), document.activeElement.dataset.action];
+    "#;
+    let button_css = format!("{} button[data-action=pause]", dest_row("lake"));
+    let before = page
+        .client
+        .execute(select, vec![error_css.clone().into(), button_css.clone().into()])
+        .await
+        .expect("select and focus");
+    assert_eq!(before[0], error.as_str(), "the selection");
+    assert_eq!(before[1], "pause", "the focus");
+    let lag = page.find(&lag_css).await.text().await.unwrap();
+
+    tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+    let read = r#"
+        const a = document.activeElement;
+        return [getSelection().toString(),
+                a.dataset.action || a.tagName,
+                a === document.querySelector(arguments[0])];
+    "#;
+    let after = page
+        .client
+        .execute(read, vec![button_css.into()])
+        .await
+        .expect("read the selection and focus");
+    let lag_now = page.find(&lag_css).await.text().await.unwrap();
+    assert_ne!(lag_now, lag, "the page updated meanwhile (the lag grows)");
+    assert_eq!(after[0], error.as_str(), "the selection survived the polls");
+    assert_eq!(after[1], "pause", "the focus survived the polls");
+    assert_eq!(after[2], true, "the focused button is the page's own");
+    page.close().await;
+}

@@ -26,7 +26,11 @@ function el(tag, attrs, ...children) {
     if (v === undefined || v === null || v === false) continue;
     if (k === "class") e.className = v;
     else if (k === "text") e.textContent = v;
-    else if (k.startsWith("on")) e.addEventListener(k.slice(2), v);
+    else if (k.startsWith("on")) {
+      // through a property, so an update in place can swap the handler
+      e[`__${k}`] = v;
+      e.addEventListener(k.slice(2), (ev) => e[`__${k}`](ev));
+    }
     else e.setAttribute(k, v === true ? "" : String(v));
   }
   for (const c of children.flat(Infinity)) {
@@ -34,6 +38,67 @@ function el(tag, attrs, ...children) {
     e.append(c instanceof Node ? c : document.createTextNode(String(c)));
   }
   return e;
+}
+
+// --- updating in place --------------------------------------------------------
+// Each poll renders the page anew, then `patch` brings the live nodes to
+// it, touching only what differs: a row that still exists keeps its
+// nodes, so a selection, keyboard focus or a click in flight survives.
+
+// What identifies a node among its siblings: a row's or section's data-*
+// name, else its tag and position.
+function identity(node) {
+  if (node.nodeType !== Node.ELEMENT_NODE) return null;
+  const d = node.dataset || {};
+  const id = d.stream ?? d.dest ?? d.deadLetter ?? d.deadLetters ?? d.skipped ?? d.preview ?? d.action;
+  return id === undefined ? null : `${node.nodeName}:${id}`;
+}
+
+function patch(live, next) {
+  if (live.nodeType !== next.nodeType || live.nodeName !== next.nodeName) {
+    live.replaceWith(next);
+    return;
+  }
+  if (live.nodeType !== Node.ELEMENT_NODE) {
+    if (live.nodeValue !== next.nodeValue) live.nodeValue = next.nodeValue;
+    return;
+  }
+  for (const a of [...live.attributes]) if (!next.hasAttribute(a.name)) live.removeAttribute(a.name);
+  for (const a of next.attributes) if (live.getAttribute(a.name) !== a.value) live.setAttribute(a.name, a.value);
+  for (const k of Object.keys(next)) if (k.startsWith("__on")) live[k] = next[k];
+  patchChildren(live, [...next.childNodes]);
+}
+
+// Brings `parent`'s children to `wanted`, reusing a live child with the
+// same identity (or, unnamed, the same tag in the same order).
+function patchChildren(parent, wanted) {
+  const named = new Map();
+  const unnamed = [];
+  for (const c of parent.childNodes) {
+    const id = identity(c);
+    if (id !== null) named.set(id, c);
+    else unnamed.push(c);
+  }
+  let u = 0;
+  wanted.forEach((next, i) => {
+    const id = identity(next);
+    let live = null;
+    if (id !== null) {
+      live = named.get(id) || null;
+      named.delete(id);
+    } else if (u < unnamed.length) {
+      live = unnamed[u];
+      u += 1;
+    }
+    const at = parent.childNodes[i] || null;
+    if (!live) {
+      parent.insertBefore(next, at);
+      return;
+    }
+    if (live !== at) parent.insertBefore(live, at);
+    patch(live, next);
+  });
+  while (parent.childNodes.length > wanted.length) parent.lastChild.remove();
 }
 
 // --- the API -----------------------------------------------------------------
@@ -422,8 +487,9 @@ function renderStream(st, now) {
 
 function renderAudit(entries) {
   $("audit").hidden = false;
-  $("audit-rows").replaceChildren(
-    ...entries.map((e) =>
+  patchChildren(
+    $("audit-rows"),
+    entries.map((e) =>
       el(
         "tr",
         { "data-audit": e.action },
@@ -463,7 +529,7 @@ async function poll() {
       // signed out (or in as someone else) while this poll ran
       if (sessionStorage.getItem(TOKEN_KEY) !== token) return;
       const now = Date.now();
-      $("streams").replaceChildren(...streams.map((st) => renderStream(st, now)));
+      patchChildren($("streams"), streams.map((st) => renderStream(st, now)));
       renderAudit(audit.entries);
       $("login").hidden = true;
       $("logout").hidden = !sessionStorage.getItem(TOKEN_KEY);
