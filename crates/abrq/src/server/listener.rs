@@ -6,9 +6,10 @@
 //!
 //! Sizing `max_connections`: the peak number of clients connected at once
 //! (producers, scrapes, probes, operators) with room to spare. While it is
-//! full, new connections (probes too) are closed at once; clients that
-//! stall are reaped by `header_timeout` and `idle_timeout`, so slots come
-//! back within those even under a flood of idle connections.
+//! full, a new connection takes the place of the one idle longest
+//! (`connections.rs`); only when every connection is being served is a
+//! new one closed at once. Clients that stall are reaped by
+//! `header_timeout` and `idle_timeout` in any case.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -28,9 +29,9 @@ use hyper_util::rt::TokioIo;
 use hyper_util::server::graceful::{GracefulShutdown, Watcher};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tower::ServiceExt;
 
+use super::connections::{Admission, Connections, Place};
 use super::error::ApiError;
 use super::timeouts::{Activity, DeadlineBody, ResponseBody, Timeouts, Tracked};
 use super::tls::Tls;
@@ -70,9 +71,9 @@ pub async fn serve(
     limits: Limits,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> io::Result<()> {
-    let slots = Arc::new(Semaphore::new(fd_budget(limits.max_connections)));
+    let connections = Connections::new(fd_budget(limits.max_connections));
     let graceful = GracefulShutdown::new();
-    let mut refused: u64 = 0;
+    let mut crowded = Crowding::default();
     tokio::pin!(shutdown);
     loop {
         let (tcp, peer) = tokio::select! {
@@ -85,30 +86,31 @@ pub async fn serve(
             },
             () = &mut shutdown => break,
         };
-        let Ok(slot) = slots.clone().try_acquire_owned() else {
-            // Dropping `tcp` closes it: a flood costs no descriptor.
-            if refused == 0 {
-                tracing::warn!(
-                    max_connections = limits.max_connections,
-                    "connection limit reached; new connections are closed until others end"
-                );
+        let activity = Activity::new(limits.timeouts);
+        let place = match connections.admit(&activity).await {
+            Admission::Free(place) => {
+                crowded.ended();
+                place
             }
-            refused += 1;
-            continue;
+            Admission::Evicted(place) => {
+                crowded.evicted(limits.max_connections);
+                place
+            }
+            Admission::Refused => {
+                // Dropping `tcp` closes it: a flood costs no descriptor.
+                crowded.refused(limits.max_connections);
+                continue;
+            }
         };
-        if refused > 0 {
-            tracing::info!(refused, "below the connection limit again");
-            refused = 0;
-        }
         let _ = tcp.set_nodelay(true);
         tokio::spawn(connection(
             tcp,
             peer,
             app.clone(),
             tls.clone(),
-            limits.timeouts,
+            activity,
             graceful.watcher(),
-            slot,
+            place,
         ));
     }
     drop(listener);
@@ -119,6 +121,53 @@ pub async fn serve(
         tracing::warn!("connections still open after {DRAIN:?}; closing them");
     }
     Ok(())
+}
+
+/// One warning when the limit is reached, one line when it is left, with
+/// what it cost meanwhile.
+#[derive(Default)]
+struct Crowding {
+    evicted: u64,
+    refused: u64,
+}
+
+impl Crowding {
+    fn warn_once(&self, max_connections: usize) {
+        if self.evicted + self.refused == 0 {
+            tracing::warn!(
+                max_connections,
+                "connection limit reached; idle connections are closed, longest idle first, \
+                 to admit new ones"
+            );
+        }
+    }
+
+    fn evicted(&mut self, max_connections: usize) {
+        self.warn_once(max_connections);
+        self.evicted += 1;
+    }
+
+    fn refused(&mut self, max_connections: usize) {
+        self.warn_once(max_connections);
+        if self.refused == 0 {
+            tracing::warn!(
+                max_connections,
+                "every connection is being served; new connections are closed until one ends"
+            );
+        }
+        self.refused += 1;
+    }
+
+    fn ended(&mut self) {
+        if self.evicted + self.refused > 0 {
+            tracing::info!(
+                evicted = self.evicted,
+                refused = self.refused,
+                "below the connection limit again"
+            );
+            *self = Crowding::default();
+        }
+    }
 }
 
 async fn accept_failed(e: io::Error) {
@@ -136,18 +185,17 @@ async fn accept_failed(e: io::Error) {
     }
 }
 
-/// One connection, from accept to close; `_slot` frees its place in the
+/// One connection, from accept to close; `_place` frees its place in the
 /// limit when this ends.
 async fn connection(
     tcp: TcpStream,
     peer: SocketAddr,
     app: Router,
     tls: Option<Arc<Tls>>,
-    timeouts: Timeouts,
+    activity: Arc<Activity>,
     watcher: Watcher,
-    _slot: OwnedSemaphorePermit,
+    _place: Place,
 ) {
-    let activity = Activity::new(timeouts);
     let served = async {
         match tls {
             None => serve_http(Tracked::new(tcp, activity.clone()), app, &activity, watcher).await,
@@ -171,6 +219,9 @@ async fn connection(
         }
         timeout = activity.expired() => {
             tracing::debug!(%peer, timeout, "connection closed: it ran out of time");
+        }
+        () = activity.evicted() => {
+            tracing::debug!(%peer, "idle connection closed to admit a new one");
         }
     }
 }

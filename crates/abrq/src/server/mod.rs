@@ -3,6 +3,7 @@
 
 mod api;
 mod auth;
+mod connections;
 mod console;
 mod dead_letters;
 mod error;

@@ -25,7 +25,7 @@ use std::time::Duration;
 use axum::body::Bytes;
 use hyper::body::{Body, Frame, SizeHint};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::sync::watch;
+use tokio::sync::{watch, Notify};
 use tokio::time::{sleep_until, Instant, Sleep};
 
 #[derive(Debug, Clone, Copy)]
@@ -49,6 +49,8 @@ enum Phase {
 pub struct Activity {
     state: watch::Sender<(Phase, Instant)>,
     timeouts: Timeouts,
+    /// Told to close to make room for a new connection.
+    evict: Notify,
 }
 
 impl Activity {
@@ -57,7 +59,30 @@ impl Activity {
         Arc::new(Activity {
             state: watch::Sender::new((Phase::Head, Instant::now())),
             timeouts,
+            evict: Notify::new(),
         })
+    }
+
+    /// Since when it has waited without being served (for a request head,
+    /// or kept alive between requests); None while a request is served.
+    pub fn waiting_since(&self) -> Option<Instant> {
+        let (phase, since) = *self.state.borrow();
+        (phase != Phase::Busy).then_some(since)
+    }
+
+    pub fn evict(&self) {
+        self.evict.notify_one();
+    }
+
+    /// Resolves when the connection is told to make room and is not
+    /// serving a request (one that began meanwhile is let finish).
+    pub async fn evicted(&self) {
+        loop {
+            self.evict.notified().await;
+            if self.waiting_since().is_some() {
+                return;
+            }
+        }
     }
 
     fn read_some(&self) {

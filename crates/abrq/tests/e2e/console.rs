@@ -402,7 +402,10 @@ async fn console_updates_in_place_keeping_selection_and_focus() {
     let button_css = format!("{} button[data-action=pause]", dest_row("lake"));
     let before = page
         .client
-        .execute(select, vec![error_css.clone().into(), button_css.clone().into()])
+        .execute(
+            select,
+            vec![error_css.clone().into(), button_css.clone().into()],
+        )
         .await
         .expect("select and focus");
     assert_eq!(before[0], error.as_str(), "the selection");
