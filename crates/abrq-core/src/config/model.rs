@@ -47,6 +47,10 @@ pub struct StateConfig {
     /// How often a process renews its leases and looks for work; unset
     /// means a third of `lease_timeout`.
     pub heartbeat: Option<Dur>,
+    /// Lets a PostgreSQL state connection off loopback go without TLS
+    /// (`sslmode=disable`, `allow` or `prefer`).
+    #[serde(default)]
+    pub allow_plaintext: bool,
 }
 
 impl Default for StateConfig {
@@ -56,6 +60,7 @@ impl Default for StateConfig {
             node_id: None,
             lease_timeout: default_lease_timeout(),
             heartbeat: None,
+            allow_plaintext: false,
         }
     }
 }

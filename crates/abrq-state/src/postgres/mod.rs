@@ -17,6 +17,7 @@ mod rows;
 mod schema;
 mod spool;
 mod store_impl;
+pub mod transport;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -59,12 +60,19 @@ impl PostgresStore {
     /// names and brings the `abrq` schema up to date. Errors never show the
     /// URL's password.
     pub async fn connect(url: &str) -> StoreResult<PostgresStore> {
+        Self::connect_with(url, false).await
+    }
+
+    /// [`PostgresStore::connect`] under the rule of [`transport`]:
+    /// `allow_plaintext` is `state.allow_plaintext`.
+    pub async fn connect_with(url: &str, allow_plaintext: bool) -> StoreResult<PostgresStore> {
         let shown: Arc<str> = StateLocation::Postgres(url.to_owned()).to_string().into();
         let fail = |e: anyhow::Error| {
             StoreError::Backend(e.context(format!("opening postgres state {shown}")))
         };
-        let options = abrq_endpoint::postgres_url(url, "abrq state")
-            .map_err(|e| fail(anyhow::Error::new(e).context("reading the url")))?;
+        let options = Self::transport(url, allow_plaintext)
+            .map_err(|e| fail(anyhow::anyhow!(e)))?
+            .options;
         // One connection of our own first: the server's answer (refused,
         // no such database, wrong password) at once, where the pool would
         // retry a refused connection for its whole acquire timeout.
@@ -100,6 +108,14 @@ impl PostgresStore {
             shown,
             fence: None,
         })
+    }
+
+    /// The options `url` connects with and how they protect the state
+    /// connection; an error says what to change.
+    pub fn transport(url: &str, allow_plaintext: bool) -> Result<transport::Transport, String> {
+        let options = abrq_endpoint::postgres_url(url, "abrq state")
+            .map_err(|e| format!("reading the url: {e}"))?;
+        transport::transport(url, options, allow_plaintext)
     }
 
     /// Runs `f` in one transaction and commits when it returns Ok; an error

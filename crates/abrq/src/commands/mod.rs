@@ -76,7 +76,7 @@ pub async fn open_store(config: &Config) -> anyhow::Result<OpenedStore> {
         // The store's errors name the URL with its password hidden.
         StateLocation::Postgres(url) => {
             let store = Arc::new(
-                abrq_state::PostgresStore::connect(&url)
+                abrq_state::PostgresStore::connect_with(&url, config.state.allow_plaintext)
                     .await
                     .context("opening state store")?,
             );

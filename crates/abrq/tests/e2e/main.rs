@@ -104,6 +104,8 @@ mod source_stalls;
 #[cfg(feature = "services")]
 mod state_time_travel;
 #[cfg(feature = "services")]
+mod state_tls;
+#[cfg(feature = "services")]
 mod supervision;
 mod tls;
 mod upgrade;

@@ -8,7 +8,7 @@
 use crate::common::*;
 use abrq_sinks::relational::sqlx::{self, PgPool};
 
-fn ca_file() -> String {
+pub fn ca_file() -> String {
     std::env::var("ABRQ_TEST_PGCDC_CA_FILE").unwrap_or_else(|_| {
         let home = std::env::var("HOME").unwrap_or_default();
         format!("{home}/.cache/abrq/certs/ftps.crt")

@@ -12,7 +12,7 @@ use std::path::Path;
 use std::pin::Pin;
 use std::time::Duration;
 
-use abrq_core::config::SourceConfig;
+use abrq_core::config::{SourceConfig, StateLocation};
 use abrq_sources::SourceSpec;
 
 use anyhow::Context as _;
@@ -50,7 +50,19 @@ pub async fn check(config_path: &Path, verbose: bool, deadline: Duration) -> any
     let opened = super::open_store(&config).await?;
     let store = opened.store;
     match config.state_location() {
-        Ok(at) => println!("ok    state store {at}"),
+        Ok(at) => {
+            // how the connection is protected (open_store has applied it)
+            let how = match &at {
+                StateLocation::Postgres(url) => {
+                    let allow = config.state.allow_plaintext;
+                    let t = abrq_state::PostgresStore::transport(url, allow)
+                        .map_err(anyhow::Error::msg)?;
+                    format!(": {}", t.described)
+                }
+                StateLocation::Sqlite(_) => String::new(),
+            };
+            println!("ok    state store {at}{how}");
+        }
         Err(_) => println!("ok    state store"),
     }
     if let Some(leases) = opened.leases {

@@ -114,6 +114,11 @@ impl Config {
         self
     }
 
+    pub fn state_allow_plaintext(mut self) -> Self {
+        self.state.set("allow_plaintext", true);
+        self
+    }
+
     pub fn node_id(mut self, id: &str) -> Self {
         self.state.set("node_id", id);
         self
