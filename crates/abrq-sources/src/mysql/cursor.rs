@@ -158,6 +158,21 @@ impl MysqlCursorSource {
             chunk.items.push(Item::Record(Record::insert(fields)));
         }
         if let Some(p) = last {
+            // a page must move past the position it was read after: one
+            // that does not (a value that does not round-trip as a
+            // parameter) would be read again forever
+            if self.position.as_ref() == Some(&p) {
+                return Err(SourceError::new(
+                    Failure::Decode,
+                    format!(
+                        "cannot page {} by ({}, {}): the page after {} did not move past it",
+                        self.table,
+                        self.cursor,
+                        key.join(", "),
+                        serde_json::json!({"cursor": p.cursor, "key": p.key})
+                    ),
+                ));
+            }
             let table = TableRef::new(Some(&self.table.database), &self.table.name);
             chunk.close_page(table, shape.declared.clone(), &p);
             self.position = Some(p);

@@ -63,6 +63,8 @@ mod mysql_torture;
 mod object_outage;
 mod poison;
 #[cfg(feature = "services")]
+mod postgres_big_transaction;
+#[cfg(feature = "services")]
 mod postgres_cdc;
 #[cfg(feature = "services")]
 mod postgres_cdc_backfill;

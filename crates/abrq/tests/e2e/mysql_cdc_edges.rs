@@ -11,7 +11,10 @@
 //! - an XA transaction prepared and rolled back: a named failure, and its
 //!   row never delivered;
 //! - `log_bin_compress = ON`: compressed rows and query events (a DDL
-//!   among them) delivered as the plain ones would be.
+//!   among them) delivered as the plain ones would be;
+//! - two deployments with the same stream name on one server: each reads
+//!   the binlog as its own replica (no ERROR 4052 loop), both get every
+//!   change.
 
 use crate::common::*;
 use abrq_sinks::relational::sqlx::{self, MySqlPool, PgPool};
@@ -334,5 +337,73 @@ async fn compressed_binlog_events_are_inflated_and_delivered() {
     let st = abrq.status("zip").await;
     assert_eq!(st["source"]["state"], "running", "{st}");
     abrq.kill();
+    exec(&src, &format!("DROP TABLE `{table}`")).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn two_deployments_with_one_stream_name_are_two_replicas() {
+    let src = MySqlPool::connect(&mysqlcdc::url())
+        .await
+        .expect("the mysqlcdc server");
+    let table = format!("twin_{}", pg::tag());
+    exec(
+        &src,
+        &format!("CREATE TABLE `{table}` (id int PRIMARY KEY, v int)"),
+    )
+    .await;
+    let mut deployments = Vec::new();
+    for _ in 0..2 {
+        let mut abrq = Abrq::new();
+        let config = Config::new(&abrq).stream(
+            Stream::new(
+                "shop",
+                Source::mysql("cdc")
+                    .connection(&mysqlcdc::url())
+                    .database("test")
+                    .table(&table)
+                    .snapshot("never"),
+            )
+            .max_wait("20ms")
+            .destination(Destination::local("out", abrq.p("out")).format("jsonl")),
+        );
+        abrq.write_config(&config.to_string());
+        abrq.start().await;
+        abrq.wait_status("shop", "reading the binlog", |st| {
+            st["source"]["position"]["binlog"].is_object()
+        })
+        .await;
+        deployments.push(abrq);
+    }
+    for i in 0..5 {
+        let values: Vec<String> = (0..10).map(|j| format!("({}, {j})", i * 10 + j)).collect();
+        exec(
+            &src,
+            &format!("INSERT INTO `{table}` VALUES {}", values.join(", ")),
+        )
+        .await;
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    }
+    let mut ids = Vec::new();
+    for abrq in &deployments {
+        wait_until(LONG, "all 50 rows in both deployments", async || {
+            read_dest(&abrq.path("out")).records().count() >= 50
+        })
+        .await;
+        let mut got: Vec<i64> = read_dest(&abrq.path("out"))
+            .records()
+            .map(|r| r["id"].as_i64().unwrap())
+            .collect();
+        got.sort();
+        assert_eq!(got, (0..50).collect::<Vec<_>>(), "each row once");
+        let st = abrq.status("shop").await;
+        assert_eq!(st["source"]["state"], "running", "{st}");
+        assert_eq!(st["source"]["restarts"], 0, "{st}");
+        assert!(!abrq.log().contains("4052"), "{}", abrq.log());
+        ids.push(st["source"]["position"]["server_id"].clone());
+    }
+    assert_ne!(ids[0], ids[1], "one replica id for two deployments");
+    for abrq in &deployments {
+        abrq.kill();
+    }
     exec(&src, &format!("DROP TABLE `{table}`")).await;
 }
