@@ -22,6 +22,8 @@ pub const HEARTBEAT: Duration = Duration::from_secs(10);
 /// Silence after which a session whose server sends no heartbeat is
 /// probed another way (PostgreSQL: is the slot still streamed?).
 pub const PROBE: Duration = Duration::from_secs(15);
+/// How often a streaming session asks whether what it captures changed.
+pub const AUDIT: Duration = Duration::from_secs(10);
 /// Silence on a session whose server promised heartbeats, in heartbeats.
 pub const MISSED_HEARTBEATS: u32 = 6;
 

@@ -76,6 +76,9 @@ pub enum Opening<P: Protocol> {
         /// A copy was wanted but its snapshot is gone before its first
         /// page was staged: every table is read as a backfill.
         recopy: bool,
+        /// Tables whose changes were not captured for a while (added to
+        /// the capture since the stream began): read as a backfill.
+        backfill: Vec<String>,
     },
 }
 
@@ -180,6 +183,14 @@ pub trait Protocol: Send + Sized + 'static {
         _session: &mut Self::Session,
     ) -> impl Future<Output = Result<(), SourceError>> + Send {
         async { Ok(()) }
+    }
+
+    /// Whether the session must open again because what it captures
+    /// changed (a table created, or dropped and created again): called
+    /// every `deadline::AUDIT` between transactions, within
+    /// `deadline::CONNECT`.
+    fn audit(&mut self) -> impl Future<Output = Result<bool, SourceError>> + Send {
+        async { Ok(false) }
     }
 
     /// For `abrq check`.

@@ -80,6 +80,8 @@ pub struct ChangeReader<P: Protocol> {
     confirmed: Option<P::At>,
     /// When the server last sent anything.
     heard: Instant,
+    /// When the protocol last said whether what it captures changed.
+    audited: Instant,
 }
 
 impl<P: Protocol> ChangeReader<P> {
@@ -105,6 +107,7 @@ impl<P: Protocol> ChangeReader<P> {
             caught_up: false,
             confirmed: None,
             heard: Instant::now(),
+            audited: Instant::now(),
         })
     }
 
@@ -148,6 +151,7 @@ impl<P: Protocol> ChangeReader<P> {
                 tables,
                 announce,
                 recopy,
+                backfill,
             } => {
                 self.cursor.at = at;
                 if let Some(copy) = self.cursor.copy.take() {
@@ -158,6 +162,17 @@ impl<P: Protocol> ChangeReader<P> {
                 } else if recopy {
                     tracing::info!("snapshot copy cut short before its first page: the tables are read as a backfill");
                     self.cursor.backfill = Staged::of(&tables, None);
+                }
+                match self.cursor.backfill.as_mut() {
+                    // after the one that runs
+                    Some(b) => {
+                        for t in backfill {
+                            if t != b.table && !b.rest.contains(&t) {
+                                b.rest.push(t);
+                            }
+                        }
+                    }
+                    None => self.cursor.backfill = Staged::of(&backfill, None),
                 }
                 self.txn = Txn {
                     skip: self.cursor.skip,
@@ -253,6 +268,17 @@ impl<P: Protocol> ChangeReader<P> {
                 at_end: true,
                 ..Chunk::default()
             });
+        }
+        if !self.txn.open && self.audited.elapsed() >= deadline::AUDIT {
+            let audit = self.proto.audit();
+            let reopen = within(deadline::CONNECT, "checking the captured tables", audit).await?;
+            self.audited = Instant::now();
+            if reopen {
+                // from the cursor, as after a failed read
+                self.phase = Phase::Starting;
+                self.proto.reset();
+                return Ok(Chunk::default());
+            }
         }
         let mut out = Builder::default();
         let ctx = Ctx {

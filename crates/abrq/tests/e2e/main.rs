@@ -15,6 +15,8 @@ mod admin_auth;
 mod api_contract;
 mod broken_destination;
 #[cfg(feature = "services")]
+mod cdc_ddl;
+#[cfg(feature = "services")]
 mod cdc_order;
 #[cfg(feature = "services")]
 mod chaos;

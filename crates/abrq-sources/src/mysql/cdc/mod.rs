@@ -347,6 +347,7 @@ impl Protocol for MysqlCdc {
                 tables: self.table_names(),
                 announce: false,
                 recopy: false,
+                backfill: Vec::new(),
             });
         }
         if self.settings.snapshot {
@@ -389,6 +390,7 @@ impl Protocol for MysqlCdc {
             tables: self.table_names(),
             announce: true,
             recopy: false,
+            backfill: Vec::new(),
         })
     }
 

@@ -303,8 +303,18 @@ impl Protocol for PgCdc {
             return Err(not_ready(&missing));
         }
         let tables = setup::resolve_all(conn, &entries).await?;
-        setup::ensure_publication(conn, &publication, &tables).await?;
+        let added = setup::ensure_publication(conn, &publication, &tables).await?;
         self.tables = tables;
+        // a table the publication lacked after the stream began (created
+        // in a captured schema, or dropped and created again): its changes
+        // until now were not published, so its rows are read as a backfill
+        let backfill: Vec<String> = match cursor {
+            Some(_) => added.iter().map(ToString::to_string).collect(),
+            None => Vec::new(),
+        };
+        if !backfill.is_empty() {
+            tracing::warn!(%publication, tables = ?backfill, "tables the publication lacked were added; their rows are read as a backfill");
+        }
         if self.lag_bytes.is_none() {
             let options = self.settings.connect_options();
             self.lag_bytes = Some(lag::LagBytes::start(options, slot.clone()));
@@ -322,6 +332,7 @@ impl Protocol for PgCdc {
                     tables: self.table_names(),
                     announce: false,
                     recopy: false,
+                    backfill: Vec::new(),
                 })
             }
             (setup::Slot::Missing | setup::Slot::Lost, _) => Err(lost_slot(&slot)),
@@ -336,6 +347,7 @@ impl Protocol for PgCdc {
                     announce: false,
                     // a slot made, but no page of its copy staged
                     recopy: cursor.is_none() && copy,
+                    backfill,
                 })
             }
         }
@@ -411,6 +423,28 @@ impl Protocol for PgCdc {
                 ),
             )),
         }
+    }
+
+    /// The captured tables are still those the session opened with, and
+    /// all in the publication; otherwise the session opens again (which
+    /// adds what the publication lacks and backfills it). A named table
+    /// that is gone stops the source by name.
+    async fn audit(&mut self) -> Result<bool, SourceError> {
+        let (entries, publication) = (self.settings.tables.clone(), self.publication.clone());
+        let before = self.table_names();
+        let conn = self.catalog().await?;
+        let now = setup::resolve_all(conn, &entries).await?;
+        let names: Vec<String> = now.iter().map(ToString::to_string).collect();
+        if names != before {
+            tracing::warn!(?before, now = ?names, "the captured tables changed; the session opens again");
+            return Ok(true);
+        }
+        let lacking = setup::lacking(conn, &publication, &now).await?;
+        if !lacking.is_empty() {
+            let names: Vec<String> = lacking.iter().map(ToString::to_string).collect();
+            tracing::warn!(%publication, tables = ?names, "captured tables are no longer in the publication (dropped and created again?); the session opens again");
+        }
+        Ok(!lacking.is_empty())
     }
 
     /// Every missing prerequisite, or how it will read.

@@ -149,52 +149,41 @@ pub async fn missing(
 }
 
 /// Creates the publication for `tables` if it is missing, and adds the
-/// tables an existing one lacks.
+/// tables an existing one lacks; the tables added (all of them when it
+/// was made).
 pub async fn ensure_publication(
     conn: &mut PgConnection,
     publication: &str,
     tables: &[TableName],
-) -> Result<(), SourceError> {
+) -> Result<Vec<TableName>, SourceError> {
     let exists: Option<i32> = sqlx::query_scalar("SELECT 1 FROM pg_publication WHERE pubname = $1")
         .bind(publication)
         .fetch_optional(&mut *conn)
         .await
         .map_err(|e| SourceError::from_client("cannot read publications", e))?;
-    let list = |ts: &[&TableName]| -> String {
+    let list = |ts: &[TableName]| -> String {
         ts.iter().map(|t| t.quoted()).collect::<Vec<_>>().join(", ")
     };
-    let sql = match exists {
-        None => format!(
-            "CREATE PUBLICATION {} FOR TABLE {}",
-            quote(publication),
-            list(&tables.iter().collect::<Vec<_>>())
+    let (sql, added) = match exists {
+        None => (
+            format!(
+                "CREATE PUBLICATION {} FOR TABLE {}",
+                quote(publication),
+                list(tables)
+            ),
+            tables.to_vec(),
         ),
         Some(_) => {
-            let has: Vec<(String, String)> = sqlx::query_as(
-                "SELECT schemaname::text, tablename::text FROM pg_publication_tables \
-                 WHERE pubname = $1",
-            )
-            .bind(publication)
-            .fetch_all(&mut *conn)
-            .await
-            .map_err(|e| {
-                SourceError::from_client(format!("cannot read publication {publication:?}"), e)
-            })?;
-            let lacking: Vec<&TableName> = tables
-                .iter()
-                .filter(|t| {
-                    let schema = t.schema.as_deref().unwrap_or("public");
-                    !has.iter().any(|(s, n)| s == schema && *n == t.name)
-                })
-                .collect();
+            let lacking = lacking(conn, publication, tables).await?;
             if lacking.is_empty() {
-                return Ok(());
+                return Ok(lacking);
             }
-            format!(
+            let sql = format!(
                 "ALTER PUBLICATION {} ADD TABLE {}",
                 quote(publication),
                 list(&lacking)
-            )
+            );
+            (sql, lacking)
         }
     };
     sqlx::query(&sql).execute(&mut *conn).await.map_err(|e| {
@@ -204,7 +193,33 @@ pub async fn ensure_publication(
         )
     })?;
     tracing::info!(%publication, tables = tables.len(), "publication ready");
-    Ok(())
+    Ok(added)
+}
+
+/// The tables of `tables` the publication does not hold: created since
+/// it was made (a `schema.*` entry), or dropped and created again (the
+/// publication held the dropped one).
+pub async fn lacking(
+    conn: &mut PgConnection,
+    publication: &str,
+    tables: &[TableName],
+) -> Result<Vec<TableName>, SourceError> {
+    let has: Vec<(String, String)> = sqlx::query_as(
+        "SELECT schemaname::text, tablename::text FROM pg_publication_tables \
+         WHERE pubname = $1",
+    )
+    .bind(publication)
+    .fetch_all(&mut *conn)
+    .await
+    .map_err(|e| SourceError::from_client(format!("cannot read publication {publication:?}"), e))?;
+    Ok(tables
+        .iter()
+        .filter(|t| {
+            let schema = t.schema.as_deref().unwrap_or("public");
+            !has.iter().any(|(s, n)| s == schema && *n == t.name)
+        })
+        .cloned()
+        .collect())
 }
 
 /// What the server holds for the slot.

@@ -1,0 +1,430 @@
+//! DDL inside a backlog and between a transaction's batches, for both
+//! change sources: abrq is stopped while the table gains, renames, drops
+//! and retypes columns among its changes (PostgreSQL also inside one
+//! transaction that spans many batches), then started and SIGKILLed
+//! while it reads the backlog. Every change arrives in the JSON lines
+//! history decoded with the columns it was written with, once, in
+//! order: the test knows each committed row and compares them all.
+
+use serde_json::{json, Map, Value};
+
+use crate::common::*;
+use abrq_sinks::relational::sqlx::{self, MySqlPool, PgPool};
+
+/// A statement and the changes it commits: (op, the row's fields).
+struct Step {
+    sql: String,
+    changes: Vec<(&'static str, Value)>,
+}
+
+fn step(sql: &str, changes: Vec<(&'static str, Value)>) -> Step {
+    Step {
+        sql: sql.to_string(),
+        changes,
+    }
+}
+
+/// The script both engines run; `alter_type` is each engine's way to
+/// widen `c`. `{t}` is the table.
+fn script(alter_type: &str, add_after: &str) -> Vec<Step> {
+    vec![
+        step(
+            "INSERT INTO {t} (id, a, b) VALUES (1, 'a1', 10)",
+            vec![("insert", json!({"id": 1, "a": "a1", "b": 10}))],
+        ),
+        step(
+            &format!("ALTER TABLE {{t}} ADD COLUMN c int{add_after}"),
+            vec![],
+        ),
+        step(
+            "INSERT INTO {t} (id, a, b, c) VALUES (2, 'a2', 20, 7)",
+            vec![("insert", json!({"id": 2, "a": "a2", "b": 20, "c": 7}))],
+        ),
+        step("ALTER TABLE {t} RENAME COLUMN a TO a_new", vec![]),
+        step(
+            "UPDATE {t} SET b = 11 WHERE id = 1",
+            vec![(
+                "update",
+                json!({"id": 1, "a_new": "a1", "b": 11, "c": null}),
+            )],
+        ),
+        step("ALTER TABLE {t} DROP COLUMN b", vec![]),
+        step(
+            "INSERT INTO {t} (id, a_new, c) VALUES (3, 'a3', 8)",
+            vec![("insert", json!({"id": 3, "a_new": "a3", "c": 8}))],
+        ),
+        step(alter_type, vec![]),
+        step(
+            "INSERT INTO {t} (id, a_new, c) VALUES (4, 'a4', 9000000000)",
+            vec![(
+                "insert",
+                json!({"id": 4, "a_new": "a4", "c": 9000000000_i64}),
+            )],
+        ),
+        step(
+            "DELETE FROM {t} WHERE id = 3",
+            vec![("delete", json!({"id": 3, "a_new": "a3", "c": 8}))],
+        ),
+    ]
+}
+
+/// Rows 100.. in two transactions of `n` with a column added between
+/// (one transaction where the engine allows DDL inside one).
+fn batches_across_ddl(n: i64) -> (Vec<String>, Vec<(&'static str, Value)>) {
+    let first: Vec<String> = (100..100 + n)
+        .map(|i| format!("({i}, 'x{i}', {i})"))
+        .collect();
+    let second: Vec<String> = (100 + n..100 + 2 * n)
+        .map(|i| format!("({i}, 'y{i}', {i}, 'd{i}')"))
+        .collect();
+    let sql = vec![
+        format!(
+            "INSERT INTO {{t}} (id, a_new, c) VALUES {}",
+            first.join(", ")
+        ),
+        "ALTER TABLE {t} ADD COLUMN d text".to_string(),
+        format!(
+            "INSERT INTO {{t}} (id, a_new, c, d) VALUES {}",
+            second.join(", ")
+        ),
+    ];
+    let mut changes = Vec::new();
+    for i in 100..100 + n {
+        changes.push(("insert", json!({"id": i, "a_new": format!("x{i}"), "c": i})));
+    }
+    for i in 100 + n..100 + 2 * n {
+        changes.push((
+            "insert",
+            json!({"id": i, "a_new": format!("y{i}"), "c": i, "d": format!("d{i}")}),
+        ));
+    }
+    (sql, changes)
+}
+
+/// The history's changes in seq order, without abrq's own fields.
+fn history(abrq: &Abrq) -> Vec<(String, Value)> {
+    let out = read_dest(&abrq.path("out"));
+    let mut got = Vec::new();
+    for (_, key) in out.verify_manifests("ddl") {
+        for r in &out.objects[&key].records {
+            let op = r
+                .get("_abrq_op")
+                .and_then(Value::as_str)
+                .unwrap_or("insert")
+                .to_string();
+            let fields: Map<String, Value> = r
+                .iter()
+                .filter(|(k, _)| !k.starts_with("_abrq"))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            got.push((op, Value::Object(fields)));
+        }
+    }
+    got
+}
+
+fn config(abrq: &Abrq, source: Source) -> String {
+    Config::new(abrq)
+        .stream(
+            Stream::new("ddl", source)
+                .max_records(7)
+                .max_wait("20ms")
+                .destination(
+                    Destination::local("out", abrq.p("out"))
+                        .format("jsonl")
+                        .manifest(),
+                ),
+        )
+        .to_string()
+}
+
+/// Starts abrq on the backlog, SIGKILLs it once a few batches are
+/// staged, starts it again, and waits for `total` changes delivered.
+async fn read_backlog_through_a_kill(abrq: &mut Abrq, total: usize) {
+    abrq.start().await;
+    wait_until(LONG, "a few batches of the backlog staged", async || {
+        u(&abrq.status("ddl").await["spool"]["last_seq"]) >= 3
+    })
+    .await;
+    abrq.kill();
+    abrq.start().await;
+    wait_until(LONG, "every change in the history", async || {
+        read_dest(&abrq.path("out")).records().count() >= total
+    })
+    .await;
+    abrq.wait_status("ddl", "delivered to the last seq", |st| {
+        dest_of(st, "out")["high_water_mark"] == st["spool"]["last_seq"]
+    })
+    .await;
+    let st = abrq.status("ddl").await;
+    assert_eq!(st["source"]["state"], "running", "{st}");
+}
+
+/// A delete is compared by its key: PostgreSQL under `REPLICA IDENTITY
+/// FULL` sends the whole old row, MariaDB's delete record is the key.
+fn key_of_delete((op, v): (String, Value)) -> (String, Value) {
+    match op.as_str() {
+        "delete" => (op, json!({"id": v["id"]})),
+        _ => (op, v),
+    }
+}
+
+fn assert_history(got: &[(String, Value)], want: &[(&'static str, Value)]) {
+    let got: Vec<(String, Value)> = got.iter().cloned().map(key_of_delete).collect();
+    let want: Vec<(String, Value)> = want
+        .iter()
+        .map(|(op, v)| key_of_delete((op.to_string(), v.clone())))
+        .collect();
+    assert_eq!(got.len(), want.len(), "changes delivered vs committed");
+    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+        assert_eq!(g, w, "change #{i}: delivered (left) vs committed (right)");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn postgres_ddl_in_a_backlog_and_inside_a_transaction() {
+    let src = PgPool::connect(&pg::cdc_url())
+        .await
+        .expect("the cdc cluster");
+    let tag = pg::tag();
+    let (schema, slot) = (format!("ddl_{tag}"), format!("abrq_ddl_{tag}"));
+    let table = format!("\"{schema}\".t");
+    for sql in [
+        format!("CREATE SCHEMA \"{schema}\""),
+        format!("CREATE TABLE {table} (id bigint PRIMARY KEY, a text, b int)"),
+        // deletes carry the whole old row, as the expected changes say
+        format!("ALTER TABLE {table} REPLICA IDENTITY FULL"),
+    ] {
+        sqlx::query(&sql).execute(&src).await.unwrap();
+    }
+    let mut abrq = Abrq::new();
+    let source = Source::postgres("cdc")
+        .connection(&pg::cdc_url())
+        .table(&format!("{schema}.t"))
+        .slot(&slot)
+        .publication(&slot)
+        .snapshot("never");
+    abrq.write_config(&config(&abrq, source));
+    abrq.start().await;
+    abrq.wait_status("ddl", "the slot made", |st| {
+        !st["source"]["position"]["read_lsn"].is_null()
+    })
+    .await;
+    abrq.kill();
+
+    let mut want = Vec::new();
+    for s in script("ALTER TABLE {t} ALTER COLUMN c TYPE bigint", "") {
+        sqlx::query(&s.sql.replace("{t}", &table))
+            .execute(&src)
+            .await
+            .unwrap_or_else(|e| panic!("{}: {e}", s.sql));
+        want.extend(s.changes);
+    }
+    // one transaction of many batches with the DDL in its middle
+    let (sqls, changes) = batches_across_ddl(40);
+    let mut tx = src.begin().await.unwrap();
+    for sql in sqls {
+        sqlx::query(&sql.replace("{t}", &table))
+            .execute(&mut *tx)
+            .await
+            .unwrap();
+    }
+    tx.commit().await.unwrap();
+    want.extend(changes);
+
+    read_backlog_through_a_kill(&mut abrq, want.len()).await;
+    assert_history(&history(&abrq), &want);
+    abrq.kill();
+    pg::drop_cdc(&src, &slot, &[&schema]).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn mariadb_ddl_in_a_backlog() {
+    let src = MySqlPool::connect(&mysqlcdc::url())
+        .await
+        .expect("the mysqlcdc server");
+    // changes carry their column names (harmless to every other test)
+    sqlx::query("SET GLOBAL binlog_row_metadata = FULL")
+        .execute(&src)
+        .await
+        .unwrap();
+    let table = format!("`ddl_{}`", pg::tag());
+    sqlx::query(&format!(
+        "CREATE TABLE {table} (id bigint PRIMARY KEY, a text, b int)"
+    ))
+    .execute(&src)
+    .await
+    .unwrap();
+    let mut abrq = Abrq::new();
+    let source = Source::mysql("cdc")
+        .connection(&mysqlcdc::url())
+        .database("test")
+        .table(table.trim_matches('`'))
+        .snapshot("never");
+    abrq.write_config(&config(&abrq, source));
+    abrq.start().await;
+    abrq.wait_status("ddl", "reading the binlog", |st| {
+        st["source"]["position"]["binlog"].is_object()
+    })
+    .await;
+    abrq.kill();
+
+    let mut want = Vec::new();
+    // MariaDB commits before and after DDL: the rows around the added
+    // column are two transactions
+    let steps = script("ALTER TABLE {t} MODIFY c bigint", " AFTER id");
+    let (sqls, changes) = batches_across_ddl(40);
+    for s in steps {
+        sqlx::query(&s.sql.replace("{t}", &table))
+            .execute(&src)
+            .await
+            .unwrap_or_else(|e| panic!("{}: {e}", s.sql));
+        want.extend(s.changes);
+    }
+    for sql in sqls {
+        sqlx::query(&sql.replace("{t}", &table))
+            .execute(&src)
+            .await
+            .unwrap();
+    }
+    want.extend(changes);
+
+    read_backlog_through_a_kill(&mut abrq, want.len()).await;
+    assert_history(&history(&abrq), &want);
+    abrq.kill();
+    let _ = sqlx::query(&format!("DROP TABLE {table}"))
+        .execute(&src)
+        .await;
+}
+
+/// `id=v` of every row, as PostgreSQL prints them.
+async fn pg_rows(pool: &PgPool, table: &str) -> Vec<String> {
+    sqlx::query_scalar(&format!("SELECT t::text FROM {table} AS t ORDER BY id"))
+        .fetch_all(pool)
+        .await
+        .unwrap_or_else(|e| panic!("{table}: {e}"))
+}
+
+/// A captured table dropped and created again, and a table created in a
+/// captured schema, while the stream runs: the publication lacks both
+/// (it held the dropped table), so nothing of theirs would be published.
+/// Within the audit interval the session opens again, adds them and
+/// reads them as a backfill: every row reaches the replica, and later
+/// changes stream as usual.
+#[tokio::test(flavor = "multi_thread")]
+async fn postgres_table_dropped_and_created_again_is_taken_up_with_its_rows() {
+    let src = PgPool::connect(&pg::cdc_url())
+        .await
+        .expect("the cdc cluster");
+    let dst = PgPool::connect(&pg::url())
+        .await
+        .expect("the destination server");
+    let tag = pg::tag();
+    let (schema, slot, dst_schema) = (
+        format!("recreate_{tag}"),
+        format!("abrq_recreate_{tag}"),
+        format!("recreate_dst_{tag}"),
+    );
+    let (t, u) = (format!("\"{schema}\".t"), format!("\"{schema}\".u"));
+    for sql in [
+        format!("CREATE SCHEMA \"{schema}\""),
+        format!("CREATE TABLE {t} (id bigint PRIMARY KEY, v text)"),
+        format!("INSERT INTO {t} VALUES (1, 'old1'), (2, 'old2')"),
+    ] {
+        sqlx::query(&sql).execute(&src).await.unwrap();
+    }
+    let mut abrq = Abrq::new();
+    let source = Source::postgres("cdc")
+        .connection(&pg::cdc_url())
+        .tables(&[&format!("{schema}.*")])
+        .slot(&slot)
+        .publication(&slot);
+    let text = Config::new(&abrq)
+        .stream(
+            Stream::new("ddl", source).max_wait("20ms").destination(
+                Destination::postgres("replica")
+                    .connection(&pg::url())
+                    .schema(&dst_schema)
+                    .table("{table}")
+                    .mode("upsert"),
+            ),
+        )
+        .to_string();
+    abrq.write_config(&text);
+    abrq.start().await;
+    abrq.wait_status("ddl", "the copy done", |st| {
+        st["source"]["position"]["snapshot"]["state"] == "done"
+    })
+    .await;
+    let replica_t = format!("\"{dst_schema}\".t");
+    wait_until(LONG, "the copy in the replica", async || {
+        sqlx::query_scalar::<_, i64>(&format!("SELECT count(*) FROM {replica_t}"))
+            .fetch_one(&dst)
+            .await
+            .is_ok_and(|n| n == 2)
+    })
+    .await;
+
+    for sql in [
+        format!("DROP TABLE {t}"),
+        format!("CREATE TABLE {t} (id bigint PRIMARY KEY, v text)"),
+        format!("INSERT INTO {t} VALUES (10, 'new10'), (11, 'new11')"),
+        format!("UPDATE {t} SET v = 'new10+' WHERE id = 10"),
+        format!("CREATE TABLE {u} (id bigint PRIMARY KEY, w int)"),
+        format!("INSERT INTO {u} VALUES (1, 100)"),
+    ] {
+        sqlx::query(&sql).execute(&src).await.unwrap();
+    }
+    let replica_u = format!("\"{dst_schema}\".u");
+    let want_t = ["(10,new10+)", "(11,new11)"];
+    wait_until(
+        LONG,
+        "the recreated and the new table in the replica",
+        async || {
+            let got = sqlx::query_scalar::<_, String>(&format!(
+                "SELECT t::text FROM {replica_t} AS t WHERE id >= 10 ORDER BY id"
+            ))
+            .fetch_all(&dst)
+            .await
+            .unwrap_or_default();
+            got == want_t
+                && pg_rows(&src, &u).await.len() == 1
+                && sqlx::query_scalar::<_, i64>(&format!("SELECT count(*) FROM {replica_u}"))
+                    .fetch_one(&dst)
+                    .await
+                    .is_ok_and(|n| n == 1)
+        },
+    )
+    .await;
+    // and later changes stream as before
+    for sql in [
+        format!("INSERT INTO {t} VALUES (12, 'new12')"),
+        format!("UPDATE {u} SET w = 101 WHERE id = 1"),
+    ] {
+        sqlx::query(&sql).execute(&src).await.unwrap();
+    }
+    wait_until(LONG, "later changes in the replica", async || {
+        let n = sqlx::query_scalar::<_, i64>(&format!(
+            "SELECT count(*) FROM {replica_t} WHERE id = 12"
+        ))
+        .fetch_one(&dst)
+        .await
+        .unwrap_or(0);
+        let w = sqlx::query_scalar::<_, i64>(&format!(
+            "SELECT w::bigint FROM {replica_u} WHERE id = 1"
+        ))
+        .fetch_one(&dst)
+        .await
+        .unwrap_or(0);
+        n == 1 && w == 101
+    })
+    .await;
+    assert_eq!(pg_rows(&dst, &replica_u).await, pg_rows(&src, &u).await);
+    let st = abrq.status("ddl").await;
+    assert_eq!(st["source"]["state"], "running", "{st}");
+    abrq.kill();
+    pg::drop_cdc(&src, &slot, &[&schema]).await;
+    let _ = sqlx::query(&format!("DROP SCHEMA \"{dst_schema}\" CASCADE"))
+        .execute(&dst)
+        .await;
+}
