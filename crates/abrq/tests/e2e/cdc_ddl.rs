@@ -428,3 +428,187 @@ async fn postgres_table_dropped_and_created_again_is_taken_up_with_its_rows() {
         .execute(&dst)
         .await;
 }
+
+/// DDL issued while the initial copy reads the table: the copy holds
+/// `ACCESS SHARE` from its snapshot's start, so the `ALTER TABLE` waits
+/// for it and lands after; every copied row and every later change (with
+/// the new column) arrives once, in the history and the replica.
+#[tokio::test(flavor = "multi_thread")]
+async fn postgres_ddl_during_the_copy_waits_for_it() {
+    const ROWS: i64 = 20_000;
+    let src = PgPool::connect(&pg::cdc_url())
+        .await
+        .expect("the cdc cluster");
+    let tag = pg::tag();
+    let (schema, slot) = (format!("ddlcopy_{tag}"), format!("abrq_ddlcopy_{tag}"));
+    let table = format!("\"{schema}\".t");
+    for sql in [
+        format!("CREATE SCHEMA \"{schema}\""),
+        format!("CREATE TABLE {table} (id bigint PRIMARY KEY, a text)"),
+        format!("INSERT INTO {table} SELECT g, 'a' || g FROM generate_series(1, {ROWS}) AS g"),
+    ] {
+        sqlx::query(&sql).execute(&src).await.unwrap();
+    }
+    let mut abrq = Abrq::new();
+    let source = Source::postgres("cdc")
+        .connection(&pg::cdc_url())
+        .table(&format!("{schema}.t"))
+        .slot(&slot)
+        .publication(&slot);
+    let text = Config::new(&abrq)
+        .stream(
+            Stream::new("ddl", source)
+                .max_records(50)
+                .max_wait("20ms")
+                .destination(
+                    Destination::local("out", abrq.p("out"))
+                        .format("jsonl")
+                        .manifest(),
+                ),
+        )
+        .to_string();
+    abrq.write_config(&text);
+    abrq.start().await;
+    abrq.wait_status("ddl", "the copy under way", |st| {
+        st["source"]["position"]["snapshot"]["state"] == "copying"
+    })
+    .await;
+    let alter = {
+        let (src, table) = (src.clone(), table.clone());
+        tokio::spawn(async move {
+            for sql in [
+                format!("ALTER TABLE {table} ADD COLUMN n int"),
+                format!("INSERT INTO {table} VALUES ({}, 'late', 7)", ROWS + 1),
+                format!("UPDATE {table} SET n = 1 WHERE id = 1"),
+            ] {
+                sqlx::query(&sql).execute(&src).await.unwrap();
+            }
+        })
+    };
+    alter.await.unwrap();
+    wait_until(LONG, "every row and change", async || {
+        read_dest(&abrq.path("out")).records().count() >= ROWS as usize + 2
+    })
+    .await;
+    abrq.wait_status("ddl", "delivered to the last seq", |st| {
+        dest_of(st, "out")["high_water_mark"] == st["spool"]["last_seq"]
+    })
+    .await;
+    let got = history(&abrq);
+    assert_eq!(
+        got.len(),
+        ROWS as usize + 2,
+        "each copied row and change once"
+    );
+    for (i, (op, fields)) in got.iter().take(ROWS as usize).enumerate() {
+        let id = i as i64 + 1;
+        assert_eq!(
+            (op.as_str(), fields),
+            ("insert", &json!({"id": id, "a": format!("a{id}")})),
+            "copied row {id}"
+        );
+    }
+    assert_eq!(
+        got[ROWS as usize..].to_vec(),
+        vec![
+            (
+                "insert".to_string(),
+                json!({"id": ROWS + 1, "a": "late", "n": 7})
+            ),
+            ("update".to_string(), json!({"id": 1, "a": "a1", "n": 1})),
+        ],
+        "the changes after the DDL, with its column"
+    );
+    abrq.kill();
+    pg::drop_cdc(&src, &slot, &[&schema]).await;
+}
+
+/// The same on MariaDB: the copy's snapshot transaction holds the table's
+/// metadata lock, so the `ALTER TABLE` waits for the copy; the changes
+/// after it are decoded with the new column.
+#[tokio::test(flavor = "multi_thread")]
+async fn mariadb_ddl_during_the_copy() {
+    const ROWS: i64 = 20_000;
+    let src = MySqlPool::connect(&mysqlcdc::url())
+        .await
+        .expect("the mysqlcdc server");
+    sqlx::query("SET GLOBAL binlog_row_metadata = FULL")
+        .execute(&src)
+        .await
+        .unwrap();
+    let name = format!("ddlcopy_{}", pg::tag());
+    let table = format!("`{name}`");
+    for sql in [
+        format!("CREATE TABLE {table} (id bigint PRIMARY KEY, a text)"),
+        format!("INSERT INTO {table} SELECT seq, CONCAT('a', seq) FROM seq_1_to_{ROWS}"),
+    ] {
+        sqlx::query(&sql).execute(&src).await.unwrap();
+    }
+    let mut abrq = Abrq::new();
+    let source = Source::mysql("cdc")
+        .connection(&mysqlcdc::url())
+        .database("test")
+        .table(&name);
+    let text = Config::new(&abrq)
+        .stream(
+            Stream::new("ddl", source)
+                .max_records(50)
+                .max_wait("20ms")
+                .destination(
+                    Destination::local("out", abrq.p("out"))
+                        .format("jsonl")
+                        .manifest(),
+                ),
+        )
+        .to_string();
+    abrq.write_config(&text);
+    abrq.start().await;
+    abrq.wait_status("ddl", "the copy under way", |st| {
+        st["source"]["position"]["snapshot"]["state"] == "copying"
+    })
+    .await;
+    for sql in [
+        format!("ALTER TABLE {table} ADD COLUMN n int AFTER id"),
+        format!("INSERT INTO {table} VALUES ({}, 7, 'late')", ROWS + 1),
+        format!("UPDATE {table} SET n = 1 WHERE id = 1"),
+    ] {
+        sqlx::query(&sql).execute(&src).await.unwrap();
+    }
+    wait_until(LONG, "every row and change", async || {
+        read_dest(&abrq.path("out")).records().count() >= ROWS as usize + 2
+    })
+    .await;
+    abrq.wait_status("ddl", "delivered to the last seq", |st| {
+        dest_of(st, "out")["high_water_mark"] == st["spool"]["last_seq"]
+    })
+    .await;
+    let got = history(&abrq);
+    assert_eq!(
+        got.len(),
+        ROWS as usize + 2,
+        "each copied row and change once"
+    );
+    for (i, (op, fields)) in got.iter().take(ROWS as usize).enumerate() {
+        let id = i as i64 + 1;
+        assert_eq!(
+            (op.as_str(), fields),
+            ("insert", &json!({"id": id, "a": format!("a{id}")})),
+            "copied row {id}"
+        );
+    }
+    assert_eq!(
+        got[ROWS as usize..].to_vec(),
+        vec![
+            (
+                "insert".to_string(),
+                json!({"id": ROWS + 1, "a": "late", "n": 7})
+            ),
+            ("update".to_string(), json!({"id": 1, "a": "a1", "n": 1})),
+        ],
+        "the changes after the DDL, with its column"
+    );
+    abrq.kill();
+    let _ = sqlx::query(&format!("DROP TABLE {table}"))
+        .execute(&src)
+        .await;
+}
