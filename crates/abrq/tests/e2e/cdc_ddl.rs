@@ -612,3 +612,183 @@ async fn mariadb_ddl_during_the_copy() {
         .execute(&src)
         .await;
 }
+
+/// The primary key changed to another column while the stream runs, then
+/// rows updated, one of them changing the new key: the upsert replica
+/// ends equal to the source.
+#[tokio::test(flavor = "multi_thread")]
+async fn postgres_primary_key_changed_replica_ends_equal() {
+    let src = PgPool::connect(&pg::cdc_url())
+        .await
+        .expect("the cdc cluster");
+    let dst = PgPool::connect(&pg::url())
+        .await
+        .expect("the destination server");
+    let tag = pg::tag();
+    let (schema, slot, dst_schema) = (
+        format!("pkchange_{tag}"),
+        format!("abrq_pkchange_{tag}"),
+        format!("pkchange_dst_{tag}"),
+    );
+    let table = format!("\"{schema}\".t");
+    for sql in [
+        format!("CREATE SCHEMA \"{schema}\""),
+        format!("CREATE TABLE {table} (id bigint PRIMARY KEY, k text NOT NULL, v int)"),
+        format!("INSERT INTO {table} VALUES (1, 'k1', 10), (2, 'k2', 20), (3, 'k3', 30)"),
+    ] {
+        sqlx::query(&sql).execute(&src).await.unwrap();
+    }
+    let mut abrq = Abrq::new();
+    let source = Source::postgres("cdc")
+        .connection(&pg::cdc_url())
+        .table(&format!("{schema}.t"))
+        .slot(&slot)
+        .publication(&slot);
+    let text = Config::new(&abrq)
+        .stream(
+            Stream::new("ddl", source).max_wait("20ms").destination(
+                Destination::postgres("replica")
+                    .connection(&pg::url())
+                    .schema(&dst_schema)
+                    .table("t")
+                    .mode("upsert"),
+            ),
+        )
+        .to_string();
+    abrq.write_config(&text);
+    abrq.start().await;
+    abrq.wait_status("ddl", "the copy done", |st| {
+        st["source"]["position"]["snapshot"]["state"] == "done"
+    })
+    .await;
+    for sql in [
+        format!("ALTER TABLE {table} DROP CONSTRAINT t_pkey"),
+        format!("ALTER TABLE {table} ADD PRIMARY KEY (k)"),
+        format!("UPDATE {table} SET v = 11 WHERE k = 'k1'"),
+        format!("UPDATE {table} SET k = 'k2b', v = 21 WHERE k = 'k2'"),
+        format!("DELETE FROM {table} WHERE k = 'k3'"),
+        format!("INSERT INTO {table} VALUES (4, 'k4', 40)"),
+    ] {
+        sqlx::query(&sql).execute(&src).await.unwrap();
+    }
+    let rows = |t: &str| format!("SELECT id || ',' || k || ',' || v FROM {t} ORDER BY id");
+    let want: Vec<String> = sqlx::query_scalar(&rows(&table))
+        .fetch_all(&src)
+        .await
+        .unwrap();
+    let replica = format!("\"{dst_schema}\".t");
+    let mut got: Vec<String> = Vec::new();
+    let deadline = std::time::Instant::now() + LONG;
+    while std::time::Instant::now() < deadline {
+        got = sqlx::query_scalar(&rows(&replica))
+            .fetch_all(&dst)
+            .await
+            .unwrap_or_default();
+        if got == want {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    }
+    let st = abrq.status("ddl").await;
+    assert_eq!(got, want, "replica (left) vs source (right); status {st}");
+    abrq.kill();
+    pg::drop_cdc(&src, &slot, &[&schema]).await;
+    let _ = sqlx::query(&format!("DROP SCHEMA \"{dst_schema}\" CASCADE"))
+        .execute(&dst)
+        .await;
+}
+
+/// A captured table renamed while the stream runs. Under `schema.*` the
+/// renamed table stays captured (the publication follows it) and its
+/// changes go to the destination table of its new name. Named in
+/// `tables`, the stream stops naming the table it cannot find, instead
+/// of following a table the config does not name.
+#[tokio::test(flavor = "multi_thread")]
+async fn postgres_table_renamed_is_followed_or_stops_by_name() {
+    let src = PgPool::connect(&pg::cdc_url())
+        .await
+        .expect("the cdc cluster");
+    let dst = PgPool::connect(&pg::url())
+        .await
+        .expect("the destination server");
+    let tag = pg::tag();
+    for (i, whole_schema) in [true, false].into_iter().enumerate() {
+        let (schema, slot, dst_schema) = (
+            format!("rename{i}_{tag}"),
+            format!("abrq_rename{i}_{tag}"),
+            format!("rename{i}_dst_{tag}"),
+        );
+        let t = format!("\"{schema}\".t");
+        for sql in [
+            format!("CREATE SCHEMA \"{schema}\""),
+            format!("CREATE TABLE {t} (id bigint PRIMARY KEY, v int)"),
+            format!("INSERT INTO {t} VALUES (1, 10)"),
+        ] {
+            sqlx::query(&sql).execute(&src).await.unwrap();
+        }
+        let tables = match whole_schema {
+            true => format!("{schema}.*"),
+            false => format!("{schema}.t"),
+        };
+        let mut abrq = Abrq::new();
+        let source = Source::postgres("cdc")
+            .connection(&pg::cdc_url())
+            .tables(&[&tables])
+            .slot(&slot)
+            .publication(&slot);
+        let text = Config::new(&abrq)
+            .stream(
+                Stream::new("ddl", source).max_wait("20ms").destination(
+                    Destination::postgres("replica")
+                        .connection(&pg::url())
+                        .schema(&dst_schema)
+                        .table("{table}")
+                        .mode("upsert"),
+                ),
+            )
+            .to_string();
+        abrq.write_config(&text);
+        abrq.start().await;
+        abrq.wait_status("ddl", "the copy done", |st| {
+            st["source"]["position"]["snapshot"]["state"] == "done"
+        })
+        .await;
+        for sql in [
+            format!("ALTER TABLE {t} RENAME TO t2"),
+            format!("INSERT INTO \"{schema}\".t2 VALUES (2, 20)"),
+        ] {
+            sqlx::query(&sql).execute(&src).await.unwrap();
+        }
+        if whole_schema {
+            let replica = format!("\"{dst_schema}\".t2");
+            wait_until(
+                LONG,
+                "the renamed table's change in its replica",
+                async || {
+                    sqlx::query_scalar::<_, i64>(&format!(
+                        "SELECT count(*) FROM {replica} WHERE id = 2"
+                    ))
+                    .fetch_one(&dst)
+                    .await
+                    .is_ok_and(|n| n == 1)
+                },
+            )
+            .await;
+            let st = abrq.status("ddl").await;
+            assert_eq!(st["source"]["state"], "running", "{st}");
+        } else {
+            let st = abrq
+                .wait_status("ddl", "the source stopped naming the table", |st| {
+                    st["source"]["state"] == "stopped"
+                })
+                .await;
+            let error = st["source"]["error"].as_str().unwrap_or_default();
+            assert!(error.contains(&format!("{schema}.t")), "{st}");
+        }
+        abrq.kill();
+        pg::drop_cdc(&src, &slot, &[&schema]).await;
+        let _ = sqlx::query(&format!("DROP SCHEMA \"{dst_schema}\" CASCADE"))
+            .execute(&dst)
+            .await;
+    }
+}
