@@ -142,7 +142,20 @@ async fn pump(
             max_records: limits.max_records - pending.records,
             max_bytes: limits.max_bytes.saturating_sub(pending.bytes).max(1),
         };
-        let chunk = source.read(want).await?;
+        let chunk = match source.read(want).await {
+            Ok(chunk) => chunk,
+            Err(e) => {
+                // what was read before the failure is staged first: a
+                // source that stops does not hold back what came before
+                if !pending.is_empty() {
+                    let batch = std::mem::take(&mut pending);
+                    let cursor = batch.cursor.clone();
+                    group.push(encode(batch)?, cursor, source.as_mut()).await?;
+                }
+                group.flush(source.as_mut()).await?;
+                return Err(e.into());
+            }
+        };
         if let Some(p) = source.progress() {
             stream.set_source_progress(p);
         }

@@ -290,6 +290,7 @@ impl<P: Protocol> ChangeReader<P> {
         self.proto.prepare(session, ctx).await?;
         let mut wait = FIRST_WAIT;
         let mut first: Option<Instant> = None;
+        let mut reopen = false;
         loop {
             if first.is_some_and(|t| t.elapsed() >= READ_SLICE) {
                 break;
@@ -300,7 +301,24 @@ impl<P: Protocol> ChangeReader<P> {
                 cursor: &mut self.cursor,
                 backfills: &mut self.backfills,
             };
-            let Some(step) = self.proto.next(session, ctx).await? else {
+            let step = match self.proto.next(session, ctx).await {
+                Ok(step) => step,
+                // the transactions read before a definite failure are
+                // staged first: the session opens again after them and
+                // meets the failure again, with nothing else in hand
+                Err(e)
+                    if e.failure().is_definite()
+                        && !self.txn.open
+                        && !out.is_empty()
+                        && out.chunk.cursor.is_some() =>
+                {
+                    tracing::info!(error = %e, "staging what was read before a failure");
+                    reopen = true;
+                    break;
+                }
+                Err(e) => return Err(e),
+            };
+            let Some(step) = step else {
                 let silent = self.heard.elapsed();
                 match self.proto.keepalive() {
                     Some(limit) if silent > limit * deadline::MISSED_HEARTBEATS => {
@@ -394,6 +412,10 @@ impl<P: Protocol> ChangeReader<P> {
                 }
                 Step::Nothing => {}
             }
+        }
+        if reopen {
+            self.phase = Phase::Starting;
+            self.proto.reset();
         }
         let mut chunk = out.chunk;
         self.caught_up = chunk.at_end && chunk.is_empty() && !self.txn.open;

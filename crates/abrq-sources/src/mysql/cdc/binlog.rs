@@ -183,6 +183,7 @@ impl MysqlCdc {
                 }
                 // a statement of its own (DDL): a transaction boundary
                 let schema = q.schema().to_string();
+                self.follow_names(&sql, &schema)?;
                 if let Some(step) = self.statement(&sql, &schema).await? {
                     let commit = session.commit(log_pos, time);
                     session.queued.push_back(commit);

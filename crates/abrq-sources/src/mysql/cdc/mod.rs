@@ -20,6 +20,7 @@ mod backfill;
 mod binlog;
 mod compressed;
 mod gtid;
+mod names;
 mod position;
 
 use std::collections::{HashMap, HashSet};
@@ -338,6 +339,11 @@ impl Protocol for MysqlCdc {
             return Err(not_ready(&missing));
         }
         self.resolve_tables().await?;
+        // each table's columns as it opens: a change read before a
+        // rename or drop the catalog shows already is still decoded
+        for t in self.settings.tables.clone() {
+            self.shape(&t, 0).await?;
+        }
         let mariadb = self.is_mariadb().await?;
         if let Some(c) = cursor {
             let (session, at) = self.resume(c.at.clone()).await?;
