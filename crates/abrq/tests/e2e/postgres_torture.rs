@@ -282,7 +282,8 @@ async fn every_type_arrives_equal_in_one_form_through_copy_stream_and_kills() {
                 .table("types")
                 .mode("upsert"),
         )
-        .destination(Destination::local("history", abrq.p("out")).format("jsonl")),
+        .destination(Destination::local("history", abrq.p("out")).format("jsonl"))
+        .destination(Destination::local("lake", abrq.p("lake")).format("parquet")),
     );
     abrq.write_config(&config.to_string());
     // the replica's table, made by the test without the source's own types
@@ -364,8 +365,17 @@ async fn every_type_arrives_equal_in_one_form_through_copy_stream_and_kills() {
             );
         }
     }
+    // parquet: every row as the JSON lines history has it, under
+    // parquet's typed-column rules (the chaos oracle's)
+    let lake = read_history(abrq.path("lake"));
+    let differ = crate::common::oracle::parquet_differences(&history, &lake);
+    assert!(
+        differ.is_empty(),
+        "parquet differs from the history:\n{}",
+        differ.join("\n")
+    );
     let st = abrq.status("torture").await;
-    for d in ["replica", "history"] {
+    for d in ["replica", "history", "lake"] {
         assert_eq!(u(&dest_of(&st, d)["pending_dead_letters"]), 0, "{d}: {st}");
     }
     abrq.kill();

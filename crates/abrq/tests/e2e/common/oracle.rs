@@ -221,3 +221,31 @@ pub fn report_header() -> String {
         "dest", "read", "deduped", "delivered", "dl", "dl_recs", "dl_there"
     )
 }
+
+/// Where a parquet copy of a history differs from its JSON lines (by id,
+/// the last record of each), column by column under parquet's
+/// typed-column rules (`Cells::Typed`); abrq's own fields are left out.
+pub fn parquet_differences(
+    jsonl: &std::collections::BTreeMap<i32, Map<String, Value>>,
+    parquet: &std::collections::BTreeMap<i32, Map<String, Value>>,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    for (id, want) in jsonl {
+        let Some(got) = parquet.get(id) else {
+            out.push(format!("row {id}: not in parquet"));
+            continue;
+        };
+        for (name, w) in want.iter().filter(|(k, _)| !k.starts_with("_abrq")) {
+            let cell = |v: Option<&Value>| -> Map<String, Value> {
+                v.map(|v| (name.clone(), v.clone())).into_iter().collect()
+            };
+            if !same(&cell(Some(w)), &cell(got.get(name)), Cells::Typed) {
+                out.push(format!(
+                    "row {id}, column {name}: parquet {:?}, jsonl {w}",
+                    got.get(name)
+                ));
+            }
+        }
+    }
+    out
+}
