@@ -115,6 +115,13 @@ impl<P: Protocol> ChangeReader<P> {
         &self.proto
     }
 
+    /// The next read opens the session again, from the cursor (a copy
+    /// goes on at the current state from its last row).
+    fn reopen(&mut self) {
+        self.phase = Phase::Starting;
+        self.proto.reset();
+    }
+
     fn stored(&self) -> Option<&Cursor<P::At>> {
         (!self.fresh).then_some(&self.cursor)
     }
@@ -274,9 +281,7 @@ impl<P: Protocol> ChangeReader<P> {
             let reopen = within(deadline::CONNECT, "checking the captured tables", audit).await?;
             self.audited = Instant::now();
             if reopen {
-                // from the cursor, as after a failed read
-                self.phase = Phase::Starting;
-                self.proto.reset();
+                self.reopen();
                 return Ok(Chunk::default());
             }
         }
@@ -414,8 +419,7 @@ impl<P: Protocol> ChangeReader<P> {
             }
         }
         if reopen {
-            self.phase = Phase::Starting;
-            self.proto.reset();
+            self.reopen();
         }
         let mut chunk = out.chunk;
         self.caught_up = chunk.at_end && chunk.is_empty() && !self.txn.open;
@@ -462,10 +466,7 @@ impl<P: Protocol> Source for ChangeReader<P> {
     async fn read(&mut self, limits: Limits) -> Result<Chunk, SourceError> {
         let result = self.read_any(limits).await;
         if result.is_err() {
-            // the session is made again from the staged position; a copy
-            // goes on at the current state from its last row
-            self.phase = Phase::Starting;
-            self.proto.reset();
+            self.reopen();
         }
         result.map_err(|e| e.at(self.proto.describe()))
     }

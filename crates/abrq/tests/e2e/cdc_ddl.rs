@@ -6,6 +6,8 @@
 //! history decoded with the columns it was written with, once, in
 //! order: the test knows each committed row and compares them all.
 
+use std::time::Duration;
+
 use serde_json::{json, Map, Value};
 
 use crate::common::*;
@@ -107,11 +109,7 @@ fn history(abrq: &Abrq) -> Vec<(String, Value)> {
     let mut got = Vec::new();
     for (_, key) in out.verify_manifests("ddl") {
         for r in &out.objects[&key].records {
-            let op = r
-                .get("_abrq_op")
-                .and_then(Value::as_str)
-                .unwrap_or("insert")
-                .to_string();
+            let op = op_of(r).to_string();
             let fields: Map<String, Value> = r
                 .iter()
                 .filter(|(k, _)| !k.starts_with("_abrq"))
@@ -123,19 +121,62 @@ fn history(abrq: &Abrq) -> Vec<(String, Value)> {
     got
 }
 
-fn config(abrq: &Abrq, source: Source) -> String {
+/// `stream` from `source` into a JSON lines history with manifests, in
+/// batches of `max_records` (else the default).
+fn config(abrq: &Abrq, stream: &str, source: Source, max_records: Option<i64>) -> String {
+    let stream = Stream::new(stream, source).max_wait("20ms");
+    let stream = match max_records {
+        Some(n) => stream.max_records(n),
+        None => stream,
+    };
     Config::new(abrq)
         .stream(
-            Stream::new("ddl", source)
-                .max_records(7)
-                .max_wait("20ms")
-                .destination(
-                    Destination::local("out", abrq.p("out"))
-                        .format("jsonl")
-                        .manifest(),
-                ),
+            stream.destination(
+                Destination::local("out", abrq.p("out"))
+                    .format("jsonl")
+                    .manifest(),
+            ),
         )
         .to_string()
+}
+
+/// Waits for `total` records in the history, then for every staged batch
+/// delivered (an object is written before its manifest).
+async fn wait_delivered(abrq: &Abrq, stream: &str, total: usize) {
+    wait_until(LONG, "every change in the history", async || {
+        read_dest(&abrq.path("out")).records().count() >= total
+    })
+    .await;
+    abrq.wait_drained(stream, Duration::ZERO, LONG).await;
+}
+
+/// The history of a copy of `rows` rows (`id`, `a` = "a{id}") during
+/// which a column `n` was added, then a row inserted and row 1 updated.
+fn assert_copied_then_changed(got: &[(String, Value)], rows: i64) {
+    assert_eq!(
+        got.len(),
+        rows as usize + 2,
+        "each copied row and change once"
+    );
+    for (i, (op, fields)) in got.iter().take(rows as usize).enumerate() {
+        let id = i as i64 + 1;
+        assert_eq!(
+            (op.as_str(), fields),
+            ("insert", &json!({"id": id, "a": format!("a{id}")})),
+            "copied row {id}"
+        );
+    }
+    assert_eq!(
+        got[rows as usize..].to_vec(),
+        vec![
+            (
+                "insert".to_string(),
+                json!({"id": rows + 1, "a": "late", "n": 7})
+            ),
+            ("update".to_string(), json!({"id": 1, "a": "a1", "n": 1})),
+        ],
+        "the changes after the DDL, with its column"
+    );
 }
 
 /// Starts abrq on the backlog, SIGKILLs it once a few batches are
@@ -148,14 +189,7 @@ async fn read_backlog_through_a_kill(abrq: &mut Abrq, total: usize) {
     .await;
     abrq.kill();
     abrq.start().await;
-    wait_until(LONG, "every change in the history", async || {
-        read_dest(&abrq.path("out")).records().count() >= total
-    })
-    .await;
-    abrq.wait_status("ddl", "delivered to the last seq", |st| {
-        dest_of(st, "out")["high_water_mark"] == st["spool"]["last_seq"]
-    })
-    .await;
+    wait_delivered(abrq, "ddl", total).await;
     let st = abrq.status("ddl").await;
     assert_eq!(st["source"]["state"], "running", "{st}");
 }
@@ -204,7 +238,7 @@ async fn postgres_ddl_in_a_backlog_and_inside_a_transaction() {
         .slot(&slot)
         .publication(&slot)
         .snapshot("never");
-    abrq.write_config(&config(&abrq, source));
+    abrq.write_config(&config(&abrq, "ddl", source, Some(7)));
     abrq.start().await;
     abrq.wait_status("ddl", "the slot made", |st| {
         !st["source"]["position"]["read_lsn"].is_null()
@@ -261,7 +295,7 @@ async fn mariadb_ddl_in_a_backlog() {
         .database("test")
         .table(table.trim_matches('`'))
         .snapshot("never");
-    abrq.write_config(&config(&abrq, source));
+    abrq.write_config(&config(&abrq, "ddl", source, Some(7)));
     abrq.start().await;
     abrq.wait_status("ddl", "reading the binlog", |st| {
         st["source"]["position"]["binlog"].is_object()
@@ -455,70 +489,21 @@ async fn postgres_ddl_during_the_copy_waits_for_it() {
         .table(&format!("{schema}.t"))
         .slot(&slot)
         .publication(&slot);
-    let text = Config::new(&abrq)
-        .stream(
-            Stream::new("ddl", source)
-                .max_records(50)
-                .max_wait("20ms")
-                .destination(
-                    Destination::local("out", abrq.p("out"))
-                        .format("jsonl")
-                        .manifest(),
-                ),
-        )
-        .to_string();
-    abrq.write_config(&text);
+    abrq.write_config(&config(&abrq, "ddl", source, Some(50)));
     abrq.start().await;
     abrq.wait_status("ddl", "the copy under way", |st| {
         st["source"]["position"]["snapshot"]["state"] == "copying"
     })
     .await;
-    let alter = {
-        let (src, table) = (src.clone(), table.clone());
-        tokio::spawn(async move {
-            for sql in [
-                format!("ALTER TABLE {table} ADD COLUMN n int"),
-                format!("INSERT INTO {table} VALUES ({}, 'late', 7)", ROWS + 1),
-                format!("UPDATE {table} SET n = 1 WHERE id = 1"),
-            ] {
-                sqlx::query(&sql).execute(&src).await.unwrap();
-            }
-        })
-    };
-    alter.await.unwrap();
-    wait_until(LONG, "every row and change", async || {
-        read_dest(&abrq.path("out")).records().count() >= ROWS as usize + 2
-    })
-    .await;
-    abrq.wait_status("ddl", "delivered to the last seq", |st| {
-        dest_of(st, "out")["high_water_mark"] == st["spool"]["last_seq"]
-    })
-    .await;
-    let got = history(&abrq);
-    assert_eq!(
-        got.len(),
-        ROWS as usize + 2,
-        "each copied row and change once"
-    );
-    for (i, (op, fields)) in got.iter().take(ROWS as usize).enumerate() {
-        let id = i as i64 + 1;
-        assert_eq!(
-            (op.as_str(), fields),
-            ("insert", &json!({"id": id, "a": format!("a{id}")})),
-            "copied row {id}"
-        );
+    for sql in [
+        format!("ALTER TABLE {table} ADD COLUMN n int"),
+        format!("INSERT INTO {table} VALUES ({}, 'late', 7)", ROWS + 1),
+        format!("UPDATE {table} SET n = 1 WHERE id = 1"),
+    ] {
+        sqlx::query(&sql).execute(&src).await.unwrap();
     }
-    assert_eq!(
-        got[ROWS as usize..].to_vec(),
-        vec![
-            (
-                "insert".to_string(),
-                json!({"id": ROWS + 1, "a": "late", "n": 7})
-            ),
-            ("update".to_string(), json!({"id": 1, "a": "a1", "n": 1})),
-        ],
-        "the changes after the DDL, with its column"
-    );
+    wait_delivered(&abrq, "ddl", ROWS as usize + 2).await;
+    assert_copied_then_changed(&history(&abrq), ROWS);
     abrq.kill();
     pg::drop_cdc(&src, &slot, &[&schema]).await;
 }
@@ -549,19 +534,7 @@ async fn mariadb_ddl_during_the_copy() {
         .connection(&mysqlcdc::url())
         .database("test")
         .table(&name);
-    let text = Config::new(&abrq)
-        .stream(
-            Stream::new("ddl", source)
-                .max_records(50)
-                .max_wait("20ms")
-                .destination(
-                    Destination::local("out", abrq.p("out"))
-                        .format("jsonl")
-                        .manifest(),
-                ),
-        )
-        .to_string();
-    abrq.write_config(&text);
+    abrq.write_config(&config(&abrq, "ddl", source, Some(50)));
     abrq.start().await;
     abrq.wait_status("ddl", "the copy under way", |st| {
         st["source"]["position"]["snapshot"]["state"] == "copying"
@@ -574,39 +547,8 @@ async fn mariadb_ddl_during_the_copy() {
     ] {
         sqlx::query(&sql).execute(&src).await.unwrap();
     }
-    wait_until(LONG, "every row and change", async || {
-        read_dest(&abrq.path("out")).records().count() >= ROWS as usize + 2
-    })
-    .await;
-    abrq.wait_status("ddl", "delivered to the last seq", |st| {
-        dest_of(st, "out")["high_water_mark"] == st["spool"]["last_seq"]
-    })
-    .await;
-    let got = history(&abrq);
-    assert_eq!(
-        got.len(),
-        ROWS as usize + 2,
-        "each copied row and change once"
-    );
-    for (i, (op, fields)) in got.iter().take(ROWS as usize).enumerate() {
-        let id = i as i64 + 1;
-        assert_eq!(
-            (op.as_str(), fields),
-            ("insert", &json!({"id": id, "a": format!("a{id}")})),
-            "copied row {id}"
-        );
-    }
-    assert_eq!(
-        got[ROWS as usize..].to_vec(),
-        vec![
-            (
-                "insert".to_string(),
-                json!({"id": ROWS + 1, "a": "late", "n": 7})
-            ),
-            ("update".to_string(), json!({"id": 1, "a": "a1", "n": 1})),
-        ],
-        "the changes after the DDL, with its column"
-    );
+    wait_delivered(&abrq, "ddl", ROWS as usize + 2).await;
+    assert_copied_then_changed(&history(&abrq), ROWS);
     abrq.kill();
     let _ = sqlx::query(&format!("DROP TABLE {table}"))
         .execute(&src)
@@ -751,15 +693,7 @@ async fn mariadb_tables_created_and_renamed_are_followed_by_name() {
             .connection(&mysqlcdc::url())
             .tables(&[&tables])
             .snapshot("never");
-        let text = Config::new(abrq)
-            .stream(
-                Stream::new("names", source).max_wait("20ms").destination(
-                    Destination::local("out", abrq.p("out"))
-                        .format("jsonl")
-                        .manifest(),
-                ),
-            )
-            .to_string();
+        let text = config(abrq, "names", source, None);
         abrq.write_config(&text);
         abrq.start().await;
         abrq.wait_status("names", "reading the binlog", |st| {
@@ -792,15 +726,7 @@ async fn mariadb_tables_created_and_renamed_are_followed_by_name() {
     .iter()
     .map(|(t, i)| (t.to_string(), *i))
     .collect();
-    wait_until(LONG, "every change of the whole database", async || {
-        read_dest(&whole.path("out")).records().count() >= want.len()
-    })
-    .await;
-    whole
-        .wait_status("names", "delivered to the last seq", |st| {
-            dest_of(st, "out")["high_water_mark"] == st["spool"]["last_seq"]
-        })
-        .await;
+    wait_delivered(&whole, "names", want.len()).await;
     assert_eq!(tables_and_ids(&whole, "names"), want);
 
     let st = named

@@ -17,7 +17,6 @@ use crate::common::*;
 use abrq_sinks::relational::sqlx::{self, MySqlPool, PgPool};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use serde_json::Value;
 
 const KEYS: i64 = 40;
 
@@ -72,6 +71,25 @@ fn seed_and_txs() -> (u64, usize) {
     (seed, txs)
 }
 
+/// Spawns the writer: each transaction of `work` on `pool` (a pool of
+/// either engine), `{t}` standing for `table`, one after the other.
+macro_rules! spawn_writer {
+    ($pool:expr, $table:expr, $work:expr) => {{
+        let (pool, table, work) = ($pool.clone(), $table, $work);
+        tokio::spawn(async move {
+            for stmts in work {
+                let mut tx = pool.begin().await.unwrap();
+                for s in stmts {
+                    let s = s.replace("{t}", &table);
+                    sqlx::query(&s).execute(&mut *tx).await.unwrap();
+                }
+                tx.commit().await.unwrap();
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+    }};
+}
+
 /// SIGKILLs and restarts abrq at random moments until `writer` ends, a
 /// third of the time without waiting until it is ready (so the next kill
 /// may land while it starts); the number of kills.
@@ -99,11 +117,11 @@ fn history(abrq: &Abrq, stream: &str) -> BTreeMap<i64, Vec<Change>> {
     let mut got: BTreeMap<i64, Vec<Change>> = BTreeMap::new();
     for (_, key) in out.verify_manifests(stream) {
         for r in &out.objects[&key].records {
-            let op = match r.get("_abrq_op").and_then(Value::as_str) {
-                None | Some("insert") => "insert",
-                Some("update") => "update",
-                Some("delete") => "delete",
-                Some(other) => panic!("op {other:?} in {r:?}"),
+            let op = match op_of(r) {
+                "insert" => "insert",
+                "update" => "update",
+                "delete" => "delete",
+                other => panic!("op {other:?} in {r:?}"),
             };
             let v = match op {
                 "delete" => None,
@@ -149,12 +167,7 @@ async fn wait_delivered(abrq: &Abrq, total: usize) {
         read_dest(&abrq.path("out")).records().count() >= total
     })
     .await;
-    abrq.wait_status("order", "both destinations at the last seq", |st| {
-        let last = &st["spool"]["last_seq"];
-        dest_of(st, "history")["high_water_mark"] == *last
-            && dest_of(st, "replica")["high_water_mark"] == *last
-    })
-    .await;
+    abrq.wait_drained("order", Duration::ZERO, LONG).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -195,20 +208,7 @@ async fn postgres_changes_arrive_in_commit_order_per_key_through_kills() {
         !st["source"]["position"]["read_lsn"].is_null()
     })
     .await;
-    let writer = {
-        let (src, table) = (src.clone(), table.clone());
-        tokio::spawn(async move {
-            for stmts in work {
-                let mut tx = src.begin().await.unwrap();
-                for s in stmts {
-                    let s = s.replace("{t}", &table);
-                    sqlx::query(&s).execute(&mut *tx).await.unwrap();
-                }
-                tx.commit().await.unwrap();
-                tokio::time::sleep(Duration::from_millis(5)).await;
-            }
-        })
-    };
+    let writer = spawn_writer!(src, table.clone(), work);
     let kills = kill_while(&mut abrq, seed, writer).await;
     wait_delivered(&abrq, total).await;
     let rows = "SELECT id::text || '=' || v::text FROM {t} ORDER BY id";
@@ -263,20 +263,7 @@ async fn mariadb_changes_arrive_in_commit_order_per_key_through_kills() {
         st["source"]["position"]["binlog"].is_object()
     })
     .await;
-    let writer = {
-        let (src, table) = (src.clone(), format!("`{table}`"));
-        tokio::spawn(async move {
-            for stmts in work {
-                let mut tx = src.begin().await.unwrap();
-                for s in stmts {
-                    let s = s.replace("{t}", &table);
-                    sqlx::query(&s).execute(&mut *tx).await.unwrap();
-                }
-                tx.commit().await.unwrap();
-                tokio::time::sleep(Duration::from_millis(5)).await;
-            }
-        })
-    };
+    let writer = spawn_writer!(src, format!("`{table}`"), work);
     let kills = kill_while(&mut abrq, seed, writer).await;
     wait_delivered(&abrq, total).await;
     let rows = "SELECT CONCAT(id, '=', v) FROM {t} ORDER BY id";

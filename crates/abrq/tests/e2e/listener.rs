@@ -20,17 +20,15 @@ const BODY: Duration = Duration::from_secs(2);
 /// Room for a loaded CI machine on top of any timeout.
 const SLACK: Duration = Duration::from_secs(3);
 
-async fn start() -> Abrq {
-    let mut abrq = Abrq::new();
-    abrq.write_config(&format!(
+/// An HTTP-fed stream behind a listener whose `[server]` table holds
+/// `server` besides `listen`.
+fn config(abrq: &Abrq, server: &str) -> String {
+    format!(
         r#"data_dir = "{data}"
 
 [server]
 listen = "{listen}"
-max_connections = {MAX_CONNECTIONS}
-header_timeout = "{header}ms"
-idle_timeout = "{idle}ms"
-body_timeout = "{body}ms"
+{server}
 
 [[streams]]
 name = "s"
@@ -44,11 +42,20 @@ database = "{lake}"
 "#,
         data = abrq.p("data"),
         listen = abrq.listen(),
-        header = HEADER.as_millis(),
-        idle = IDLE.as_millis(),
-        body = BODY.as_millis(),
         lake = abrq.p("out/lake"),
-    ));
+    )
+}
+
+async fn start() -> Abrq {
+    let mut abrq = Abrq::new();
+    let server = format!(
+        "max_connections = {MAX_CONNECTIONS}\nheader_timeout = \"{}ms\"\n\
+         idle_timeout = \"{}ms\"\nbody_timeout = \"{}ms\"",
+        HEADER.as_millis(),
+        IDLE.as_millis(),
+        BODY.as_millis()
+    );
+    abrq.write_config(&config(&abrq, &server));
     abrq.start().await;
     abrq
 }
@@ -254,16 +261,6 @@ async fn a_trickled_body_is_answered_408_and_nothing_is_staged() {
     );
 }
 
-fn rss_kib(pid: u32) -> u64 {
-    let status =
-        std::fs::read_to_string(format!("/proc/{pid}/status")).expect("the server's status");
-    let line = status
-        .lines()
-        .find(|l| l.starts_with("VmRSS:"))
-        .expect("VmRSS");
-    line.split_whitespace().nth(1).unwrap().parse().unwrap()
-}
-
 /// 3,000 idle connections and 500 that dribble a header byte every 5 s,
 /// against the default `max_connections` (1,024) and a header_timeout
 /// long enough that none is reaped meanwhile: `/healthz` answers within
@@ -275,32 +272,12 @@ async fn a_flood_of_idle_connections_cannot_lock_out_probes_or_operators() {
     const DRIBBLERS: usize = 500;
     const LIMIT: usize = 1_024;
     let mut abrq = Abrq::new();
-    abrq.write_config(&format!(
-        r#"data_dir = "{data}"
-
-[server]
-listen = "{listen}"
-admin_token = "flood-t0ken"
-header_timeout = "120s"
-
-[[streams]]
-name = "s"
-[streams.source]
-engine = "http"
-
-[[streams.destinations]]
-name = "lake"
-engine = "local"
-database = "{lake}"
-"#,
-        data = abrq.p("data"),
-        listen = abrq.listen(),
-        lake = abrq.p("out/lake"),
-    ));
+    let server = "admin_token = \"flood-t0ken\"\nheader_timeout = \"120s\"";
+    abrq.write_config(&config(&abrq, server));
     abrq.admin_token = Some("flood-t0ken".into());
     abrq.start().await;
     let pid = abrq.pid().expect("server pid");
-    let (fds_before, rss_before) = (open_fds(pid), rss_kib(pid));
+    let (fds_before, rss_before) = (open_fds(pid), memory_kib(pid, "VmRSS:"));
 
     let mut idle = Vec::with_capacity(IDLE_FLOOD);
     for _ in 0..IDLE_FLOOD {
@@ -356,7 +333,7 @@ database = "{lake}"
         .expect("GET /v1/streams under the flood");
     assert_eq!(r.status().as_u16(), 200, "GET /v1/streams under the flood");
     let api = started.elapsed();
-    let (fds, rss) = (open_fds(pid), rss_kib(pid));
+    let (fds, rss) = (open_fds(pid), memory_kib(pid, "VmRSS:"));
     println!(
         "flood of {IDLE_FLOOD} idle + {DRIBBLERS} dribbling connections: /healthz {latencies:?}, \
          max {:?}; GET /v1/streams {api:?}; server fds {fds_before} -> {fds}; \

@@ -306,18 +306,13 @@ async fn compressed_binlog_events_are_inflated_and_delivered() {
     })
     .await;
     // an object is written before its manifest: read once both are
-    abrq.wait_status("zip", "every staged batch delivered", |st| {
-        dest_of(st, "out")["high_water_mark"] == st["spool"]["last_seq"]
-    })
-    .await;
+    abrq.wait_drained("zip", std::time::Duration::ZERO, LONG)
+        .await;
     let out = read_dest(&abrq.path("out"));
     let (mut got, mut lengths) = (Vec::new(), Vec::new());
     for (_, key) in out.verify_manifests("zip") {
         for r in &out.objects[&key].records {
-            let op = r
-                .get("_abrq_op")
-                .and_then(Value::as_str)
-                .unwrap_or("insert");
+            let op = op_of(r);
             let v = r.get("v").and_then(Value::as_str).unwrap_or("-");
             let n = r.get("n").map_or("-".to_string(), Value::to_string);
             got.push(format!("{op} {} {} {n}", r["id"], &v[..v.len().min(6)]));

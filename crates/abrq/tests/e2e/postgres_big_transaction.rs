@@ -20,16 +20,6 @@ fn rows() -> i64 {
         .unwrap_or(1_000_000)
 }
 
-/// A `VmHWM:` or `VmRSS:` line of the process's status, in KiB.
-fn memory_kib(pid: u32, field: &str) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
-    let line = status
-        .lines()
-        .find(|l| l.starts_with(field))
-        .unwrap_or_else(|| panic!("{field} in /proc/{pid}/status"));
-    line.split_whitespace().nth(1).unwrap().parse().unwrap()
-}
-
 /// (lines, sum of their ids) of every JSON lines file under `dir`.
 fn count_and_sum(dir: &std::path::Path) -> (i64, i64) {
     let (mut n, mut sum) = (0, 0);

@@ -22,6 +22,7 @@ use super::super::values;
 use super::backfill::Page;
 use super::compressed;
 use super::gtid::{self, Gtid, GtidPos};
+use super::names;
 use super::{purged, BinlogAt, MysqlCdc, Shaped};
 use crate::cdc::{Ctx, Step};
 use crate::error::{Failure, SourceError};
@@ -507,19 +508,7 @@ fn ddl_target(sql: &str, schema: &str) -> Option<(Ddl, TableName)> {
     {
         return None;
     }
-    let name = next.trim_end_matches(';');
-    let unquote = |s: &str| s.trim_matches('`').replace("``", "`");
-    let (db, table) = match name.split_once("`.`").or_else(|| name.split_once('.')) {
-        Some((db, t)) => (unquote(db), unquote(t)),
-        None => (schema.to_string(), unquote(name)),
-    };
-    Some((
-        verb,
-        TableName {
-            database: db,
-            name: table,
-        },
-    ))
+    Some((verb, names::written(next, schema)))
 }
 
 #[cfg(test)]

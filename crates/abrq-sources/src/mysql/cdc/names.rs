@@ -17,17 +17,16 @@ impl MysqlCdc {
     /// tables' names.
     pub(super) fn follow_names(&mut self, sql: &str, schema: &str) -> Result<(), SourceError> {
         if let Some(t) = created(sql, schema) {
-            if self.whole(&t.database) && self.captured.insert(t.clone()) {
+            if self.whole(&t.database) && !self.captured.contains(&t) {
                 tracing::info!(table = %t, "table created in a captured database: captured from its creation");
-                self.settings.tables.push(t);
+                self.capture(t);
             }
         }
         for (from, to) in renamed(sql, schema) {
             if !self.captured.contains(&from) {
                 if self.whole(&to.database) {
                     tracing::warn!(%from, %to, "a table moved into a captured database: its changes are read from now on, its rows before are not (backfill it)");
-                    self.captured.insert(to.clone());
-                    self.settings.tables.push(to);
+                    self.capture(to);
                 }
                 continue;
             }
@@ -42,16 +41,22 @@ impl MysqlCdc {
             }
             tracing::info!(%from, %to, "a captured table was renamed: followed under its new name");
             self.captured.remove(&from);
+            self.settings.tables.retain(|t| *t != from);
             // the same table: its columns go with it
             if let Some(s) = self.shapes.remove(&from) {
                 let shaped = super::Shaped::of(&to, (*s.shape).clone());
                 self.shapes.insert(to.clone(), shaped);
             }
-            self.settings.tables.retain(|t| *t != from);
-            self.captured.insert(to.clone());
-            self.settings.tables.push(to);
+            self.capture(to);
         }
         Ok(())
+    }
+
+    /// Captured from here on: in the lookup set and the list in order.
+    fn capture(&mut self, table: TableName) {
+        if self.captured.insert(table.clone()) {
+            self.settings.tables.push(table);
+        }
     }
 
     /// `db.*` is among the configured entries.
@@ -64,7 +69,7 @@ impl MysqlCdc {
 
 /// A table name as a statement writes it (quoted or not, with its
 /// database or in `schema`).
-fn name(token: &str, schema: &str) -> TableName {
+pub(super) fn written(token: &str, schema: &str) -> TableName {
     let token = token
         .split('(')
         .next()
@@ -104,7 +109,7 @@ fn created(sql: &str, schema: &str) -> Option<TableName> {
     if lower.get(i).map(String::as_str) == Some("if") {
         i += 3; // IF NOT EXISTS
     }
-    Some(name(words.get(i)?, schema))
+    Some(written(words.get(i)?, schema))
 }
 
 /// `RENAME TABLE a TO b[, c TO d]` or `ALTER [ONLINE|IGNORE] TABLE a
@@ -119,7 +124,7 @@ fn renamed(sql: &str, schema: &str) -> Vec<(TableName, TableName)> {
             let mut i = 2;
             while i + 2 < words.len() + 1 && at(i + 1) == Some("to") {
                 if let Some(to) = words.get(i + 2) {
-                    out.push((name(words[i], schema), name(to, schema)));
+                    out.push((written(words[i], schema), written(to, schema)));
                 }
                 i += 3;
             }
@@ -146,7 +151,7 @@ fn renamed(sql: &str, schema: &str) -> Vec<(TableName, TableName)> {
             // RENAME COLUMN / INDEX / KEY rename something else
             match (at(j), words.get(j)) {
                 (Some("column" | "index" | "key"), _) | (_, None) => Vec::new(),
-                (_, Some(to)) => vec![(name(table, schema), name(to, schema))],
+                (_, Some(to)) => vec![(written(table, schema), written(to, schema))],
             }
         }
         _ => Vec::new(),

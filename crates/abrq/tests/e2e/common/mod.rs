@@ -39,7 +39,7 @@ pub mod turns;
 pub use config::{Config, Destination, Source, Stream};
 pub use metrics::Metrics;
 pub use output::*;
-pub use process::Abrq;
+pub use process::{memory_kib, Abrq};
 
 /// The binary under test, built by cargo for this test run.
 pub const BIN: &str = env!("CARGO_BIN_EXE_abrq");

@@ -303,3 +303,11 @@ pub fn by_id<'a>(out: &'a DestOutput, field: &str) -> BTreeMap<u64, &'a Map<Stri
     }
     seen
 }
+
+/// A change record's operation (`_abrq_op`; an insert carries none).
+pub fn op_of(record: &Map<String, Value>) -> &str {
+    record
+        .get("_abrq_op")
+        .and_then(Value::as_str)
+        .unwrap_or("insert")
+}

@@ -273,3 +273,14 @@ impl Drop for Abrq {
         }
     }
 }
+
+/// A `VmRSS:` or `VmHWM:` line of a process's status, in KiB.
+pub fn memory_kib(pid: u32, field: &str) -> u64 {
+    let status =
+        std::fs::read_to_string(format!("/proc/{pid}/status")).expect("the process status");
+    let line = status
+        .lines()
+        .find(|l| l.starts_with(field))
+        .unwrap_or_else(|| panic!("{field} in /proc/{pid}/status"));
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
