@@ -8,13 +8,17 @@
 //!   by an update (no old row left behind);
 //! - a change read from a backlog after `ALTER TABLE ... ADD COLUMN ...
 //!   AFTER`, with `binlog_row_metadata = FULL`: each value in its column;
-//! - an XA transaction prepared and rolled back: a named failure, and its
-//!   row never delivered;
+//! - XA transactions: a committed one arrives whole, at its prepare's
+//!   place in the stream, once its XA COMMIT is read (also when abrq is
+//!   killed between its prepare and its commit); a rolled-back one never
+//!   arrives;
 //! - `log_bin_compress = ON`: compressed rows and query events (a DDL
 //!   among them) delivered as the plain ones would be;
 //! - two deployments with the same stream name on one server: each reads
 //!   the binlog as its own replica (no ERROR 4052 loop), both get every
 //!   change.
+
+use std::time::Duration;
 
 use crate::common::*;
 use abrq_sinks::relational::sqlx::{self, MySqlPool, PgPool};
@@ -167,8 +171,28 @@ async fn a_database_with_binary_keys_keyless_tables_key_changes_and_backlog_ddl_
     pg::drop_schemas(&dst, &[&dst_schema]).await;
 }
 
+/// Records delivered so far (an object's manifest may not be written yet).
+fn xa_count(abrq: &Abrq) -> usize {
+    read_dest(&abrq.path("out")).records().count()
+}
+
+/// The stream's changes as (id, op, v), in stream order.
+fn xa_history(abrq: &Abrq) -> Vec<(i64, String, Option<i64>)> {
+    // objects in seq order, each checked against its manifest
+
+    let out = read_dest(&abrq.path("out"));
+    out.verify_manifests("xa")
+        .into_iter()
+        .flat_map(|(_, key)| out.objects[&key].records.clone())
+        .map(|r| {
+            let op = op_of(&r).to_string();
+            (r["id"].as_i64().expect("id"), op, r["v"].as_i64())
+        })
+        .collect()
+}
+
 #[tokio::test(flavor = "multi_thread")]
-async fn an_xa_transaction_is_a_named_failure_and_its_row_is_never_delivered() {
+async fn xa_transactions_arrive_whole_when_committed_and_never_when_rolled_back() {
     let src = MySqlPool::connect(&mysqlcdc::url())
         .await
         .expect("the mysqlcdc server");
@@ -176,7 +200,7 @@ async fn an_xa_transaction_is_a_named_failure_and_its_row_is_never_delivered() {
     let table = format!("xa_{tag}");
     exec(
         &src,
-        &format!("CREATE TABLE `{table}` (id int PRIMARY KEY)"),
+        &format!("CREATE TABLE `{table}` (id int PRIMARY KEY, v int NOT NULL)"),
     )
     .await;
     let mut abrq = Abrq::new();
@@ -190,7 +214,11 @@ async fn an_xa_transaction_is_a_named_failure_and_its_row_is_never_delivered() {
                 .snapshot("never"),
         )
         .max_wait("20ms")
-        .destination(Destination::local("out", abrq.p("out")).format("jsonl")),
+        .destination(
+            Destination::local("out", abrq.p("out"))
+                .format("jsonl")
+                .manifest(),
+        ),
     );
     abrq.write_config(&config.to_string());
     abrq.start().await;
@@ -198,33 +226,71 @@ async fn an_xa_transaction_is_a_named_failure_and_its_row_is_never_delivered() {
         st["source"]["position"]["binlog"].is_object()
     })
     .await;
-    exec(&src, &format!("INSERT INTO `{table}` VALUES (1)")).await;
-    wait_until(LONG, "the plain row", async || {
-        read_dest(&abrq.path("out")).records().count() == 1
+    exec(&src, &format!("INSERT INTO `{table}` VALUES (1, 0)")).await;
+    wait_until(LONG, "the plain row", async || xa_count(&abrq) == 1).await;
+
+    // XA statements run on one session, which holds the prepared transaction
+    let mut xa = src.acquire().await.unwrap();
+    let mut run = async |sql: String| {
+        sqlx::raw_sql(&sql)
+            .execute(&mut *xa)
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    };
+    // committed, with another transaction between its prepare and commit
+    run(format!("XA START 'c{tag}'")).await;
+    run(format!("INSERT INTO `{table}` VALUES (2, 0)")).await;
+    run(format!("UPDATE `{table}` SET v = 1 WHERE id = 1")).await;
+    run(format!("XA END 'c{tag}'")).await;
+    run(format!("XA PREPARE 'c{tag}'")).await;
+    exec(&src, &format!("INSERT INTO `{table}` VALUES (3, 0)")).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(
+        xa_count(&abrq),
+        1,
+        "nothing after a prepare is delivered before it ends"
+    );
+    run(format!("XA COMMIT 'c{tag}'")).await;
+    // rolled back, then a plain row
+    run(format!("XA START 'r{tag}'")).await;
+    run(format!("INSERT INTO `{table}` VALUES (4, 0)")).await;
+    run(format!("XA END 'r{tag}'")).await;
+    run(format!("XA PREPARE 'r{tag}'")).await;
+    run(format!("XA ROLLBACK 'r{tag}'")).await;
+    exec(&src, &format!("INSERT INTO `{table}` VALUES (5, 0)")).await;
+    wait_until(LONG, "the committed XA and the plain rows", async || {
+        xa_count(&abrq) >= 5
     })
     .await;
-    let mut conn = src.acquire().await.unwrap();
-    for sql in [
-        format!("XA START 'x{tag}'"),
-        format!("INSERT INTO `{table}` VALUES (2)"),
-        format!("XA END 'x{tag}'"),
-        format!("XA PREPARE 'x{tag}'"),
-        format!("XA ROLLBACK 'x{tag}'"),
-    ] {
-        sqlx::raw_sql(&sql).execute(&mut *conn).await.unwrap();
-    }
-    let st = abrq
-        .wait_status("xa", "the source stopped on the XA transaction", |st| {
-            st["source"]["state"] == "stopped"
-        })
-        .await;
-    let error = st["source"]["error"].as_str().unwrap_or_default();
-    assert!(error.contains("XA PREPARE"), "{st}");
+    // prepared, abrq killed while it waits for the end, then committed
+    run(format!("XA START 'k{tag}'")).await;
+    run(format!("INSERT INTO `{table}` VALUES (6, 0)")).await;
+    run(format!("XA END 'k{tag}'")).await;
+    run(format!("XA PREPARE 'k{tag}'")).await;
+    exec(&src, &format!("INSERT INTO `{table}` VALUES (7, 0)")).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    abrq.kill();
+    abrq.start().await;
+    run(format!("XA COMMIT 'k{tag}'")).await;
+    exec(&src, &format!("INSERT INTO `{table}` VALUES (8, 0)")).await;
+    wait_until(LONG, "every row", async || xa_count(&abrq) >= 8).await;
+    let st = abrq.wait_drained("xa", Duration::from_secs(1), LONG).await;
+    let c = |id: i64, op: &str, v: i64| (id, op.to_string(), Some(v));
     assert_eq!(
-        read_dest(&abrq.path("out")).records().count(),
-        1,
-        "the rolled-back row"
+        xa_history(&abrq),
+        vec![
+            c(1, "insert", 0),
+            c(2, "insert", 0),
+            c(1, "update", 1),
+            c(3, "insert", 0),
+            c(5, "insert", 0),
+            c(6, "insert", 0),
+            c(7, "insert", 0),
+            c(8, "insert", 0),
+        ],
+        "{st}"
     );
+    assert_eq!(st["source"]["state"], "running", "{st}");
     abrq.kill();
     exec(&src, &format!("DROP TABLE `{table}`")).await;
 }

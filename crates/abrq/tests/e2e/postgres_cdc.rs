@@ -201,15 +201,7 @@ manifest = true
     );
 
     abrq.start().await;
-    wait_until(LONG, "the slot exists", async || {
-        sqlx::query("SELECT 1 FROM pg_replication_slots WHERE slot_name = $1")
-            .bind(&slot)
-            .fetch_optional(&src)
-            .await
-            .unwrap()
-            .is_some()
-    })
-    .await;
+    pg::wait_slot_ready(&src, &slot).await;
 
     // the copy is read from the slot's own snapshot while the writer
     // runs; the kills below come once it is staged (a copy cut short goes

@@ -95,15 +95,7 @@ async fn a_lost_slot_is_a_named_failure_never_a_silent_restart() {
         &slot,
     ));
     abrq.start().await;
-    wait_until(LONG, "the slot exists", async || {
-        sqlx::query("SELECT 1 FROM pg_replication_slots WHERE slot_name = $1")
-            .bind(&slot)
-            .fetch_optional(&src)
-            .await
-            .unwrap()
-            .is_some()
-    })
-    .await;
+    pg::wait_slot_ready(&src, &slot).await;
     sqlx::query(&format!(
         "INSERT INTO {table} SELECT g, 'n' || g FROM generate_series(1, 10) AS g"
     ))

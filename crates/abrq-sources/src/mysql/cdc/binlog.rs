@@ -10,6 +10,7 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use abrq_core::{Op, Record};
 use futures::StreamExt;
+use mysql_async::binlog::events::Event;
 use mysql_async::binlog::events::{EventData, OptionalMetadataField, RowsEventData, TableMapEvent};
 use mysql_async::binlog::row::BinlogRow;
 use mysql_async::BinlogStream;
@@ -23,6 +24,7 @@ use super::backfill::Page;
 use super::compressed;
 use super::gtid::{self, Gtid, GtidPos};
 use super::names;
+use super::xa::{self, Xa};
 use super::{purged, BinlogAt, MysqlCdc, Shaped};
 use crate::cdc::{Ctx, Step};
 use crate::error::{Failure, SourceError};
@@ -47,6 +49,10 @@ pub struct Session {
     queued: VecDeque<Step<BinlogAt>>,
     /// The transaction being read changed a captured table.
     captured_txn: bool,
+    /// The XA transaction being read, or prepared and waiting for its end.
+    xa: Option<Xa>,
+    /// Events read ahead of a prepared XA transaction, read next.
+    ahead: VecDeque<Event>,
     /// A backfill page waiting for the stream to reach its position, and
     /// the connection pages are read on.
     pub(super) page: Option<Page>,
@@ -68,6 +74,8 @@ impl Session {
             txn_gtid: None,
             queued: VecDeque::new(),
             captured_txn: false,
+            xa: None,
+            ahead: VecDeque::new(),
             page: None,
             backfill_conn: None,
         }
@@ -75,6 +83,76 @@ impl Session {
 
     pub(super) fn pending(&mut self) -> Option<Step<BinlogAt>> {
         self.queued.pop_front()
+    }
+
+    /// The next event: one read ahead first, then the stream's; None when
+    /// none came within `wait`.
+    async fn event(&mut self, ctx: &Ctx<'_, BinlogAt>) -> Result<Option<Event>, SourceError> {
+        if let Some(e) = self.ahead.pop_front() {
+            return Ok(Some(e));
+        }
+        match tokio::time::timeout(ctx.wait, self.stream.next()).await {
+            Err(_) => Ok(None),
+            Ok(None) => Err(SourceError::new(
+                Failure::Network,
+                "binlog: the server ended the stream",
+            )),
+            Ok(Some(Err(mysql_async::Error::Server(e)))) if e.code == BINLOG_UNREADABLE => {
+                Err(SourceError::caused(
+                    Failure::PositionLost,
+                    purged(&ctx.cursor.at),
+                    mysql_async::Error::Server(e),
+                ))
+            }
+            Ok(Some(Err(e))) => Err(SourceError::from_client("binlog", e)),
+            Ok(Some(Ok(e))) => Ok(Some(e)),
+        }
+    }
+
+    /// Whether changes are held for an XA transaction not yet prepared.
+    fn holding(&self) -> bool {
+        self.xa.as_ref().is_some_and(|x| x.prepared.is_none())
+    }
+
+    /// A prepared XA transaction: reads one event ahead, and hands out the
+    /// transaction once the binlog says how it ended.
+    async fn look_ahead(
+        &mut self,
+        ctx: &Ctx<'_, BinlogAt>,
+    ) -> Result<Option<Step<BinlogAt>>, SourceError> {
+        let Some(event) = self.event(ctx).await? else {
+            return Ok(None);
+        };
+        if event.header().event_type_raw() == HEARTBEAT {
+            return Ok(Some(Step::Nothing));
+        }
+        let plain = compressed::inflate(&event)?;
+        let end = match plain.as_ref().unwrap_or(&event).read_data() {
+            Ok(Some(EventData::QueryEvent(q))) => {
+                let xid = self.xa.as_ref().and_then(|x| x.prepared.as_ref());
+                xid.and_then(|(xid, _)| xa::ends(&q.query(), xid))
+            }
+            _ => None,
+        };
+        let at = format!("{}:{}", self.file, self.read_pos);
+        let held = self.xa.as_mut().expect("a prepared XA transaction");
+        held.keep(event, &at)?;
+        let Some(end) = end else {
+            return Ok(Some(Step::Nothing));
+        };
+        let held = self.xa.take().expect("a prepared XA transaction");
+        let (xid, commit) = held.prepared.expect("prepared");
+        match end {
+            xa::End::Commit => self.queued.extend(held.steps),
+            xa::End::Rollback => {
+                tracing::info!(%xid, changes = held.steps.len(), "XA transaction rolled back: its changes are dropped");
+            }
+        }
+        self.queued.push_back(commit);
+        let mut ahead = held.ahead;
+        ahead.append(&mut self.ahead);
+        self.ahead = ahead;
+        Ok(self.pending())
     }
 
     /// The end of a source transaction at `log_pos` of the current file.
@@ -102,23 +180,11 @@ impl MysqlCdc {
         session: &mut Session,
         ctx: &Ctx<'_, BinlogAt>,
     ) -> Result<Option<Step<BinlogAt>>, SourceError> {
-        let event = match tokio::time::timeout(ctx.wait, session.stream.next()).await {
-            Err(_) => return Ok(None),
-            Ok(None) => {
-                return Err(SourceError::new(
-                    Failure::Network,
-                    "binlog: the server ended the stream",
-                ))
-            }
-            Ok(Some(Err(mysql_async::Error::Server(e)))) if e.code == BINLOG_UNREADABLE => {
-                return Err(SourceError::caused(
-                    Failure::PositionLost,
-                    purged(&ctx.cursor.at),
-                    mysql_async::Error::Server(e),
-                ))
-            }
-            Ok(Some(Err(e))) => return Err(SourceError::from_client("binlog", e)),
-            Ok(Some(Ok(e))) => e,
+        if session.xa.as_ref().is_some_and(|x| x.prepared.is_some()) {
+            return session.look_ahead(ctx).await;
+        }
+        let Some(event) = session.event(ctx).await? else {
+            return Ok(None);
         };
         let header = event.header();
         let log_pos = u64::from(header.log_pos());
@@ -134,6 +200,7 @@ impl MysqlCdc {
             let g = Gtid::parse(event.data(), header.server_id());
             session.txn_gtid = g;
             session.captured_txn = false;
+            session.xa = g.is_some_and(|g| g.xa).then(Xa::default);
             return Ok(Some(match g.is_some_and(|g| !g.standalone) {
                 true => Step::Begin,
                 false => Step::Nothing,
@@ -175,6 +242,12 @@ impl MysqlCdc {
                     session.captured_txn = false;
                     return Ok(Some(Step::Begin));
                 }
+                if !ctx.in_txn && xa::starts(&sql) {
+                    // MySQL: the statement that opens an XA transaction's group
+                    session.captured_txn = false;
+                    session.xa = Some(Xa::default());
+                    return Ok(Some(Step::Begin));
+                }
                 if ctx.in_txn && sql.eq_ignore_ascii_case("COMMIT") {
                     // the end of a transaction on a non-transactional engine
                     return Ok(Some(session.commit(log_pos, time)));
@@ -192,7 +265,16 @@ impl MysqlCdc {
                 }
                 session.commit(log_pos, time)
             }
-            Some(EventData::XidEvent(_)) => session.commit(log_pos, time),
+            Some(EventData::XidEvent(_)) => {
+                // an XA group ends at its prepare, never here; were it to,
+                // its changes go out as any transaction's
+                if let Some(held) = session.xa.take() {
+                    session.queued.extend(held.steps);
+                }
+                let commit = session.commit(log_pos, time);
+                session.queued.push_back(commit);
+                session.pending().unwrap_or(Step::Nothing)
+            }
             Some(EventData::RowsEvent(RowsEventData::PartialUpdateRowsEvent(_))) => {
                 return Err(unsupported(
                     "a PARTIAL_UPDATE_ROWS event (binlog_row_value_options = PARTIAL_JSON): its \
@@ -201,6 +283,11 @@ impl MysqlCdc {
             }
             Some(EventData::RowsEvent(rows)) => {
                 self.rows(session, &rows).await?;
+                if session.holding() {
+                    let queued: Vec<_> = session.queued.drain(..).collect();
+                    session.xa.as_mut().expect("held").steps.extend(queued);
+                    return Ok(Some(Step::Nothing));
+                }
                 session.pending().unwrap_or(Step::Nothing)
             }
             Some(EventData::TransactionPayloadEvent(_)) => {
@@ -209,16 +296,26 @@ impl MysqlCdc {
                      binlog_transaction_compression = OFF",
                 ))
             }
-            // an XA transaction of tables not captured ends here for us
-            Some(EventData::XaPrepareLogEvent(_)) if !session.captured_txn => {
-                session.commit(log_pos, time)
-            }
-            Some(EventData::XaPrepareLogEvent(_)) => {
-                return Err(unsupported(
-                    "an XA PREPARE event: XA transactions are not read yet (their rows would \
-                     be delivered before their XA COMMIT or XA ROLLBACK); end them with XA \
-                     COMMIT in one phase, or capture tables no XA transaction writes",
-                ))
+            Some(EventData::XaPrepareLogEvent(body)) => {
+                let held = session.xa.take().filter(|x| !x.steps.is_empty());
+                let commit = session.commit(log_pos, time);
+                // an XA transaction of tables not captured ends here for us
+                let Some(mut held) = held else {
+                    return Ok(Some(commit));
+                };
+                let Some(xid) = xa::prepared_id(&body) else {
+                    return Err(SourceError::new(
+                        Failure::Decode,
+                        format!(
+                            "cannot decode the XA PREPARE event at {}:{log_pos}",
+                            session.file
+                        ),
+                    ));
+                };
+                tracing::debug!(%xid, changes = held.steps.len(), "XA transaction prepared: reading ahead to its end");
+                held.prepared = Some((xid, commit));
+                session.xa = Some(held);
+                Step::Nothing
             }
             Some(EventData::IncidentEvent(i)) => {
                 return Err(SourceError::new(

@@ -18,6 +18,8 @@ use crate::error::{Failure, SourceError};
 pub const EVENT: u8 = 162;
 /// The group is one statement outside a transaction (DDL).
 const FL_STANDALONE: u8 = 1;
+/// The group is an XA transaction up to its `XA PREPARE`.
+const FL_PREPARED_XA: u8 = 64;
 
 /// A GTID position: the last transaction of each domain.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -31,6 +33,8 @@ pub struct Gtid {
     pub seq: u64,
     /// A statement of its own: no transaction follows.
     pub standalone: bool,
+    /// An XA transaction's group, ended by its prepare.
+    pub xa: bool,
 }
 
 impl Gtid {
@@ -44,6 +48,7 @@ impl Gtid {
             server,
             seq,
             standalone: flags & FL_STANDALONE != 0,
+            xa: flags & FL_PREPARED_XA != 0,
         })
     }
 }
@@ -146,12 +151,14 @@ mod tests {
             server: 3,
             seq: 101,
             standalone: false,
+            xa: false,
         });
         p.advance(&Gtid {
             domain: 1,
             server: 3,
             seq: 1,
             standalone: true,
+            xa: false,
         });
         assert_eq!(p.to_string(), "0-3-101,1-3-1,2-7-5");
     }

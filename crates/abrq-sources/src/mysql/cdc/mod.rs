@@ -22,6 +22,7 @@ mod compressed;
 mod gtid;
 mod names;
 mod position;
+mod xa;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;

@@ -36,6 +36,25 @@ pub fn tag() -> String {
     format!("{:010x}", n & 0xff_ffff_ffff)
 }
 
+/// Waits until the slot has reached its consistent point: a transaction
+/// that begins after this is decoded. The slot is listed while it is
+/// still being built, and a transaction that commits before its
+/// consistent point is in the snapshot instead of the change stream.
+pub async fn wait_slot_ready(pool: &PgPool, slot: &str) {
+    wait_until(LONG, "the slot reaches its consistent point", async || {
+        sqlx::query(
+            "SELECT 1 FROM pg_replication_slots
+             WHERE slot_name = $1 AND confirmed_flush_lsn IS NOT NULL",
+        )
+        .bind(slot)
+        .fetch_optional(pool)
+        .await
+        .unwrap()
+        .is_some()
+    })
+    .await;
+}
+
 /// Drops a test's slot and publication (the slot once the server has let
 /// go of a killed client's session) and its schemas.
 pub async fn drop_cdc(pool: &PgPool, slot: &str, schemas: &[&str]) {
