@@ -109,6 +109,9 @@ pub struct Plan<'a> {
     pub add: Vec<String>,
     /// Columns whose type widens to the one in `table`, by name.
     pub alter: Vec<String>,
+    /// The primary key moves from these columns to `table.key` (the
+    /// source's key moved; the table is one abrq created).
+    pub rekey: Vec<String>,
     /// The table after the DDL.
     pub table: TableInfo,
     pub steps: Vec<Step<'a>>,
@@ -117,7 +120,7 @@ pub struct Plan<'a> {
 
 impl Plan<'_> {
     pub fn has_ddl(&self) -> bool {
-        self.create || !self.add.is_empty() || !self.alter.is_empty()
+        self.create || !self.add.is_empty() || !self.alter.is_empty() || !self.rekey.is_empty()
     }
 }
 
@@ -131,6 +134,7 @@ pub fn plan<'a>(
     let mut table = current.cloned().unwrap_or_default();
     let mut add = Vec::new();
     let mut alter = Vec::new();
+    let mut rekey = Vec::new();
 
     // pass 1: declared types (later declarations win) and, for fields the
     // table lacks, the type their values need
@@ -244,19 +248,27 @@ pub fn plan<'a>(
         if widens(p) {
             widen_for_values(batch, &mut table, &declared, &add, &mut alter, p)?;
         }
+        if let Some(key) = moved_key(batch, &table, p) {
+            for c in table.columns.iter_mut() {
+                c.nullable &= !key.contains(&c.name);
+            }
+            rekey = std::mem::replace(&mut table.key, key);
+        }
     }
     let create = fresh && !table.columns.is_empty();
+    table.created |= create;
 
     // pass 3: rows
     let steps = if fresh && !create {
         Vec::new()
     } else {
-        super::rows::steps(batch, &table, p, &mut counts)?
+        super::rows::steps(batch, &table, &rekey, p, &mut counts)?
     };
     Ok(Plan {
         create,
         add,
         alter,
+        rekey,
         table,
         steps,
         counts,
@@ -286,6 +298,17 @@ fn declarations(batch: Items, d: Dialect) -> indexmap_lite::Ordered<SqlType> {
         }
     }
     out
+}
+
+/// The source's key, when it moved to other columns of a table that
+/// follows it: one abrq created, with no key configured, in upsert mode.
+fn moved_key(batch: Items, table: &TableInfo, p: &Policy) -> Option<Vec<String>> {
+    if p.mode != WriteMode::Upsert || !p.key.is_empty() || !table.created || table.key.is_empty() {
+        return None;
+    }
+    let key = declared_key(batch);
+    let known = key.iter().all(|k| table.column(k).is_some());
+    (!key.is_empty() && key != table.key && known).then_some(key)
 }
 
 /// The columns the batch's last schema instruction marks `primary_key`, in

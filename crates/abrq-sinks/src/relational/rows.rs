@@ -18,6 +18,7 @@ use super::types::{cell, Cell};
 pub fn steps<'a>(
     batch: Items<'_, 'a>,
     table: &TableInfo,
+    old_key: &[String],
     p: &Policy,
     counts: &mut Counts,
 ) -> Result<Vec<Step<'a>>, PlanError> {
@@ -40,7 +41,7 @@ pub fn steps<'a>(
             },
             Item::Schema { .. } | Item::Table(_) => {}
             Item::Record(r) if keyless && r.op == Op::Delete => {
-                let (columns, cells) = whole_row(i, &r.fields, table, &index)?;
+                let (columns, cells) = whole_row(i, &r.fields, table, &index, &[])?;
                 out.delete_one(columns, Row { item: i, cells });
             }
             Item::Record(r) if keyless && r.op == Op::Update => {
@@ -51,6 +52,17 @@ pub fn steps<'a>(
                               row and an insert of the new"
                         .into(),
                 });
+            }
+            // written before the key moved (this batch moves it): the
+            // one row equal in the old key's columns
+            Item::Record(r)
+                if upsert
+                    && r.op == Op::Delete
+                    && carries(&r.fields, old_key)
+                    && !carries(&r.fields, &table.key) =>
+            {
+                let (columns, cells) = whole_row(i, &r.fields, table, &index, old_key)?;
+                out.delete_one(columns, Row { item: i, cells });
             }
             Item::Record(r) if upsert && r.op == Op::Delete => {
                 let cells = key_cells(i, &r.fields, table, &key)?;
@@ -135,16 +147,27 @@ fn convert<'a>(
     Ok(Some(row))
 }
 
-/// A keyless delete's old row: the columns it names that the table has,
-/// and their cells.
+/// Whether a record carries a value for every column of `key` (not
+/// empty).
+fn carries(fields: &Map<String, Value>, key: &[String]) -> bool {
+    let has = |k: &String| fields.get(k).is_some_and(|v| !v.is_null());
+    !key.is_empty() && key.iter().all(has)
+}
+
+/// A keyless delete's old row: the columns it names that the table has
+/// (only those of `only`, unless it is empty), and their cells.
 fn whole_row<'a>(
     i: usize,
     fields: &'a Map<String, Value>,
     table: &TableInfo,
     index: &HashMap<&str, usize>,
+    only: &[String],
 ) -> Result<(Vec<usize>, Vec<Cell<'a>>), PlanError> {
     let mut pairs: Vec<(usize, Cell<'a>)> = Vec::with_capacity(fields.len());
     for (k, v) in fields {
+        if !only.is_empty() && !only.contains(k) {
+            continue;
+        }
         let Some(&c) = index.get(k.as_str()) else {
             continue; // no such column: no row of the table can differ in it
         };

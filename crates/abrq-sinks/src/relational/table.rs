@@ -16,7 +16,16 @@ pub struct Column {
 pub struct TableInfo {
     pub columns: Vec<Column>,
     pub key: Vec<String>,
+    /// The primary key constraint's name (PostgreSQL names it).
+    pub key_name: Option<String>,
+    /// abrq created the table (its comment says so): its primary key
+    /// follows the source's.
+    pub created: bool,
 }
+
+/// The comment abrq gives the tables it creates; a table with it re-keys
+/// when its source's primary key moves to other columns.
+pub const CREATED: &str = "created by abrq: its primary key follows the source table";
 
 impl TableInfo {
     pub fn index(&self) -> HashMap<&str, usize> {

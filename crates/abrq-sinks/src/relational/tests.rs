@@ -71,6 +71,7 @@ fn table() -> TableInfo {
             },
         ],
         key: vec!["id".into()],
+        ..TableInfo::default()
     }
 }
 
@@ -231,6 +232,7 @@ fn measured() -> TableInfo {
             col("n", SqlType::Int(64)),
         ],
         key: vec![],
+        ..TableInfo::default()
     }
 }
 
@@ -471,4 +473,48 @@ fn mysql_fields_colliding_with_columns_are_refused_only_when_added() {
     let p = plan(&b, None, &mysql(ColumnsPolicy::Evolve)).unwrap();
     let names: Vec<&str> = p.table.columns.iter().map(|c| c.name.as_str()).collect();
     assert_eq!(names, vec!["Id", "extra"]);
+}
+
+#[test]
+fn a_created_table_follows_its_source_key_to_other_columns() {
+    let schema = |key: &str| Item::Schema {
+        columns: obj(json!({
+            "id": {"type": "bigint", "primary_key": key == "id"},
+            "name": {"type": "text", "primary_key": key == "name"},
+        })),
+    };
+    let b = batch(vec![
+        schema("id"),
+        rec(Op::Delete, json!({"id": 1})),
+        schema("name"),
+        rec(Op::Delete, json!({"name": "b"})),
+        ins(json!({"id": 3, "name": "c"})),
+    ]);
+    let upsert = Policy {
+        mode: WriteMode::Upsert,
+        ..default_policy()
+    };
+    // a table abrq did not create keeps its key
+    let p = plan(&b, Some(&table()), &upsert).unwrap_err();
+    assert!(p.to_string().contains("no value for key column"), "{p}");
+    let created = TableInfo {
+        created: true,
+        ..table()
+    };
+    let p = plan(&b, Some(&created), &upsert).unwrap();
+    assert_eq!(p.rekey, vec!["id".to_string()]);
+    assert_eq!(p.table.key, vec!["name".to_string()]);
+    assert!(!p.table.column("name").unwrap().nullable);
+    // the delete from before the move finds its row by the old key
+    assert!(matches!(
+        &p.steps[0],
+        Step::DeleteOne { columns, row } if columns == &[0] && row.cells == [Cell::Int(1)]
+    ));
+    assert!(matches!(&p.steps[1], Step::Delete { rows } if rows.len() == 1));
+    // a configured key never moves
+    let fixed = Policy {
+        key: vec!["id".into()],
+        ..upsert
+    };
+    assert!(plan(&b, Some(&created), &fixed).is_err());
 }

@@ -63,6 +63,19 @@ pub trait Statements: Sync {
         None
     }
 
+    /// What follows CREATE TABLE's column list (MySQL's table comment).
+    fn table_options(&self) -> String {
+        String::new()
+    }
+
+    /// Runs after CREATE TABLE (PostgreSQL's table comment).
+    fn after_create(&self) -> Option<Stmt> {
+        None
+    }
+
+    /// The ALTER TABLE clauses moving the primary key to `t.key`.
+    fn rekey(&self, t: &TableInfo) -> String;
+
     /// A column's definition in CREATE TABLE: name, type, nullability.
     fn column(&self, t: &TableInfo, name: &str) -> String;
 
@@ -126,8 +139,13 @@ pub fn ddl<S: Statements>(s: &S, plan: &Plan<'_>) -> Vec<Stmt> {
         }
         out.push(Stmt {
             op: format!("create table {table}"),
-            sql: format!("CREATE TABLE IF NOT EXISTS {table} ({})", defs.join(", ")),
+            sql: format!(
+                "CREATE TABLE IF NOT EXISTS {table} ({}){}",
+                defs.join(", "),
+                s.table_options()
+            ),
         });
+        out.extend(s.after_create());
     }
     if !plan.add.is_empty() {
         let parts: Vec<String> = plan.add.iter().map(|n| s.add_column(t, n)).collect();
@@ -142,6 +160,16 @@ pub fn ddl<S: Statements>(s: &S, plan: &Plan<'_>) -> Vec<Stmt> {
         out.push(Stmt {
             op: format!("widen columns of {table}"),
             sql: format!("ALTER TABLE {table} {}", parts.join(", ")),
+        });
+    }
+    if !plan.rekey.is_empty() {
+        out.push(Stmt {
+            op: format!(
+                "move the primary key of {table} from ({}) to ({})",
+                plan.rekey.join(", "),
+                t.key.join(", ")
+            ),
+            sql: format!("ALTER TABLE {table} {}", s.rekey(t)),
         });
     }
     out

@@ -750,3 +750,191 @@ async fn mariadb_tables_created_and_renamed_are_followed_by_name() {
         .execute(&src)
         .await;
 }
+
+/// The statements after the key moved: rows changed by the new key, one
+/// of them changing it (a delete of the old key and the new row).
+fn by_new_key(table: &str) -> Vec<String> {
+    vec![
+        format!("UPDATE {table} SET v = 11 WHERE k = 'k1'"),
+        format!("UPDATE {table} SET k = 'k2b', v = 21 WHERE k = 'k2'"),
+        format!("DELETE FROM {table} WHERE k = 'k3'"),
+        format!("INSERT INTO {table} VALUES (4, 'k4', 40)"),
+    ]
+}
+
+/// The source's primary key moved to another column while the stream
+/// runs: the upsert replica abrq created moves its key too and ends equal
+/// to the source, with no dead letter. PostgreSQL into PostgreSQL.
+#[tokio::test(flavor = "multi_thread")]
+async fn postgres_primary_key_moved_the_replica_follows() {
+    let src = PgPool::connect(&pg::cdc_url())
+        .await
+        .expect("the cdc cluster");
+    let dst = PgPool::connect(&pg::url())
+        .await
+        .expect("the destination server");
+    let tag = pg::tag();
+    let (schema, slot, dst_schema) = (
+        format!("pkmove_{tag}"),
+        format!("abrq_pkmove_{tag}"),
+        format!("pkmove_dst_{tag}"),
+    );
+    let table = format!("\"{schema}\".t");
+    for sql in [
+        format!("CREATE SCHEMA \"{schema}\""),
+        format!("CREATE TABLE {table} (id bigint PRIMARY KEY, k text NOT NULL, v int)"),
+        format!("INSERT INTO {table} VALUES (1, 'k1', 10), (2, 'k2', 20), (3, 'k3', 30)"),
+    ] {
+        sqlx::query(&sql).execute(&src).await.unwrap();
+    }
+    let mut abrq = Abrq::new();
+    let source = Source::postgres("cdc")
+        .connection(&pg::cdc_url())
+        .table(&format!("{schema}.t"))
+        .slot(&slot)
+        .publication(&slot);
+    let text = Config::new(&abrq)
+        .stream(
+            Stream::new("pk", source).max_wait("20ms").destination(
+                Destination::postgres("replica")
+                    .connection(&pg::url())
+                    .schema(&dst_schema)
+                    .table("t")
+                    .mode("upsert"),
+            ),
+        )
+        .to_string();
+    abrq.write_config(&text);
+    abrq.start().await;
+    abrq.wait_status("pk", "the copy delivered", |st| {
+        st["source"]["position"]["snapshot"]["state"] == "done"
+            && u(&dest_of(st, "replica")["delivered_records"]) >= 3
+    })
+    .await;
+    let mut sqls = vec![
+        format!("ALTER TABLE {table} DROP CONSTRAINT t_pkey"),
+        format!("ALTER TABLE {table} ADD PRIMARY KEY (k)"),
+    ];
+    sqls.extend(by_new_key(&table));
+    for sql in sqls {
+        sqlx::query(&sql).execute(&src).await.unwrap();
+    }
+    let rows = |t: &str| format!("SELECT id || ',' || k || ',' || v FROM {t} ORDER BY id");
+    let want: Vec<String> = sqlx::query_scalar(&rows(&table))
+        .fetch_all(&src)
+        .await
+        .unwrap();
+    let replica = format!("\"{dst_schema}\".t");
+    wait_until(LONG, "the replica equals the source", async || {
+        let got: Vec<String> = sqlx::query_scalar(&rows(&replica))
+            .fetch_all(&dst)
+            .await
+            .unwrap_or_default();
+        got == want
+    })
+    .await;
+    let key: Vec<String> = sqlx::query_scalar(
+        "SELECT a.attname::text FROM pg_index i
+         JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey)
+         WHERE i.indrelid = $1::regclass AND i.indisprimary",
+    )
+    .bind(&replica)
+    .fetch_all(&dst)
+    .await
+    .unwrap();
+    assert_eq!(key, vec!["k".to_string()], "the replica's primary key");
+    let st = abrq.wait_drained("pk", Duration::ZERO, LONG).await;
+    assert_eq!(
+        u(&dest_of(&st, "replica")["pending_dead_letters"]),
+        0,
+        "{st}"
+    );
+    abrq.kill();
+    pg::drop_cdc(&src, &slot, &[&schema]).await;
+    pg::drop_schemas(&dst, &[&dst_schema]).await;
+}
+
+/// As above, MariaDB into MySQL-protocol tables (a text key is bounded to
+/// be a key there).
+#[tokio::test(flavor = "multi_thread")]
+async fn mariadb_primary_key_moved_the_replica_follows() {
+    let src = MySqlPool::connect(&mysqlcdc::url())
+        .await
+        .expect("the mysqlcdc server");
+    let tag = pg::tag();
+    let (name, dst_db) = (format!("pkmove_{tag}"), format!("pkmove_dst_{tag}"));
+    let table = format!("`{name}`");
+    for sql in [
+        format!("CREATE DATABASE `{dst_db}`"),
+        format!("CREATE TABLE {table} (id bigint PRIMARY KEY, k varchar(20) NOT NULL, v int)"),
+        format!("INSERT INTO {table} VALUES (1, 'k1', 10), (2, 'k2', 20), (3, 'k3', 30)"),
+    ] {
+        sqlx::query(&sql).execute(&src).await.unwrap();
+    }
+    let mut abrq = Abrq::new();
+    let source = Source::mysql("cdc")
+        .connection(&mysqlcdc::url())
+        .database("test")
+        .table(&name);
+    let text = Config::new(&abrq)
+        .stream(
+            Stream::new("pk", source).max_wait("20ms").destination(
+                Destination::mysql("replica")
+                    .connection(&mysqlcdc::url())
+                    .database(&dst_db)
+                    .table("t")
+                    .mode("upsert"),
+            ),
+        )
+        .to_string();
+    abrq.write_config(&text);
+    abrq.start().await;
+    abrq.wait_status("pk", "the copy delivered", |st| {
+        st["source"]["position"]["snapshot"]["state"] == "done"
+            && u(&dest_of(st, "replica")["delivered_records"]) >= 3
+    })
+    .await;
+    let mut sqls = vec![format!(
+        "ALTER TABLE {table} DROP PRIMARY KEY, ADD PRIMARY KEY (k)"
+    )];
+    sqls.extend(by_new_key(&table));
+    for sql in sqls {
+        sqlx::query(&sql).execute(&src).await.unwrap();
+    }
+    let rows = |t: &str| format!("SELECT CONCAT(id, ',', k, ',', v) FROM {t} ORDER BY id");
+    let want: Vec<String> = sqlx::query_scalar(&rows(&table))
+        .fetch_all(&src)
+        .await
+        .unwrap();
+    let replica = format!("`{dst_db}`.t");
+    wait_until(LONG, "the replica equals the source", async || {
+        let got: Vec<String> = sqlx::query_scalar(&rows(&replica))
+            .fetch_all(&src)
+            .await
+            .unwrap_or_default();
+        got == want
+    })
+    .await;
+    let key: Vec<String> = sqlx::query_scalar(
+        "SELECT CAST(COLUMN_NAME AS CHAR) FROM information_schema.KEY_COLUMN_USAGE
+         WHERE TABLE_SCHEMA = ? AND TABLE_NAME = 't' AND CONSTRAINT_NAME = 'PRIMARY'",
+    )
+    .bind(&dst_db)
+    .fetch_all(&src)
+    .await
+    .unwrap();
+    assert_eq!(key, vec!["k".to_string()], "the replica's primary key");
+    let st = abrq.wait_drained("pk", Duration::ZERO, LONG).await;
+    assert_eq!(
+        u(&dest_of(&st, "replica")["pending_dead_letters"]),
+        0,
+        "{st}"
+    );
+    abrq.kill();
+    for sql in [
+        format!("DROP TABLE {table}"),
+        format!("DROP DATABASE `{dst_db}`"),
+    ] {
+        let _ = sqlx::query(&sql).execute(&src).await;
+    }
+}

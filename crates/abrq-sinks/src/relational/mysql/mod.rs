@@ -192,6 +192,16 @@ impl Backend for MysqlBackend {
         if info.key.len() > 1 {
             info.key = self.key_order(table).await?;
         }
+        let comment: Option<String> = sqlx::query_scalar(
+            "SELECT CAST(TABLE_COMMENT AS CHAR) FROM information_schema.TABLES \
+             WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?",
+        )
+        .bind(self.schema())
+        .bind(table)
+        .fetch_optional(self.pool())
+        .await
+        .map_err(|e| db_error(op(), e))?;
+        info.created = comment.as_deref() == Some(crate::relational::table::CREATED);
         Ok(Some(info))
     }
 

@@ -94,6 +94,25 @@ impl Statements for Ctx<'_> {
         }
     }
 
+    fn table_options(&self) -> String {
+        format!(" COMMENT = '{}'", crate::relational::table::CREATED)
+    }
+
+    /// Key columns made NOT NULL (and bounded, for text) first.
+    fn rekey(&self, t: &TableInfo) -> String {
+        let mut parts: Vec<String> = t
+            .key
+            .iter()
+            .map(|k| format!("MODIFY COLUMN {}", self.column(t, k)))
+            .collect();
+        let key: Vec<String> = t.key.iter().map(|k| D.quote(k)).collect();
+        parts.push(format!(
+            "DROP PRIMARY KEY, ADD PRIMARY KEY ({})",
+            key.join(", ")
+        ));
+        parts.join(", ")
+    }
+
     fn column(&self, t: &TableInfo, name: &str) -> String {
         let Some(c) = t.column(name) else {
             return String::new();

@@ -166,7 +166,10 @@ impl Backend for PgBackend {
         let rows = sqlx::query(
             "SELECT a.attname::text, format_type(a.atttypid, a.atttypmod), \
                     format_type(a.atttypid, NULL), a.attnotnull, \
-                    coalesce(array_position(i.indkey::int2[], a.attnum) + 1, 0)::int4 \
+                    coalesce(array_position(i.indkey::int2[], a.attnum) + 1, 0)::int4, \
+                    (SELECT conname::text FROM pg_constraint \
+                     WHERE conrelid = c.oid AND contype = 'p'), \
+                    obj_description(c.oid, 'pg_class') IS NOT DISTINCT FROM $3 \
              FROM pg_class c \
              JOIN pg_namespace n ON n.oid = c.relnamespace \
              JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped \
@@ -176,6 +179,7 @@ impl Backend for PgBackend {
         )
         .bind(schema)
         .bind(table)
+        .bind(crate::relational::table::CREATED)
         .fetch_all(self.pool())
         .await
         .map_err(|e| db_error(op(), e))?;
@@ -191,6 +195,8 @@ impl Backend for PgBackend {
             let base: String = r.try_get(2).map_err(get)?;
             let not_null: bool = r.try_get(3).map_err(get)?;
             let key_pos: i32 = r.try_get(4).map_err(get)?;
+            info.key_name = r.try_get(5).map_err(get)?;
+            info.created = r.try_get(6).map_err(get)?;
             if key_pos > 0 {
                 key.push((key_pos, name.clone()));
             }

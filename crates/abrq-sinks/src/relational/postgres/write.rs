@@ -83,6 +83,26 @@ impl Statements for Ctx<'_> {
         })
     }
 
+    fn after_create(&self) -> Option<Stmt> {
+        Some(Stmt {
+            op: format!("comment on {}", self.table),
+            sql: format!(
+                "COMMENT ON TABLE {} IS '{}'",
+                self.table,
+                crate::relational::table::CREATED
+            ),
+        })
+    }
+
+    fn rekey(&self, t: &TableInfo) -> String {
+        let key: Vec<String> = t.key.iter().map(|k| D.quote(k)).collect();
+        let add = format!("ADD PRIMARY KEY ({})", key.join(", "));
+        match &t.key_name {
+            Some(name) => format!("DROP CONSTRAINT {}, {add}", D.quote(name)),
+            None => add,
+        }
+    }
+
     fn column(&self, t: &TableInfo, name: &str) -> String {
         let Some(c) = t.column(name) else {
             return String::new();
