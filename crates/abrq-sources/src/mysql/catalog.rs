@@ -15,6 +15,9 @@ pub struct Column {
     /// `DATA_TYPE`, e.g. `decimal`.
     pub data_type: String,
     pub key: bool,
+    /// `CHARACTER_SET_NAME` of a string column: the binlog writes its
+    /// bytes in this set.
+    pub charset: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -29,10 +32,11 @@ pub async fn shape(
     conn: &mut mysql_async::Conn,
     t: &TableName,
 ) -> Result<Option<Shape>, SourceError> {
-    let rows: Vec<(String, String, String, String)> = conn
+    let rows: Vec<(String, String, String, String, Option<String>)> = conn
         .exec(
             "SELECT CAST(COLUMN_NAME AS CHAR), CAST(COLUMN_TYPE AS CHAR), CAST(DATA_TYPE AS CHAR), \
-             CAST(COLUMN_KEY AS CHAR) FROM information_schema.COLUMNS \
+             CAST(COLUMN_KEY AS CHAR), CAST(CHARACTER_SET_NAME AS CHAR) \
+             FROM information_schema.COLUMNS \
              WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? ORDER BY ORDINAL_POSITION",
             (&t.database, &t.name),
         )
@@ -43,11 +47,12 @@ pub async fn shape(
     }
     let columns: Vec<Column> = rows
         .into_iter()
-        .map(|(name, column_type, data_type, key)| Column {
+        .map(|(name, column_type, data_type, key, charset)| Column {
             name,
             column_type,
             data_type: data_type.to_ascii_lowercase(),
             key: key == "PRI",
+            charset: charset.map(|c| c.to_ascii_lowercase()),
         })
         .collect();
     let declared = columns

@@ -7,7 +7,7 @@ use abrq_core::{Item, Record, TableRef};
 use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, Params, Value as V};
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use super::catalog::{self, Shape};
 use super::config::{quote, MysqlSettings, TableName};
@@ -140,12 +140,7 @@ impl MysqlCursorSource {
         let mut last = None;
         for r in rows {
             let vals = r.unwrap();
-            let fields: Map<String, Value> = shape
-                .columns
-                .iter()
-                .zip(vals.iter())
-                .map(|(c, v)| (c.name.clone(), values::value(c, v)))
-                .collect();
+            let fields = values::row(&shape.columns, &vals)?;
             last = Some(Position {
                 cursor: fields.get(&self.cursor).cloned().unwrap_or(Value::Null),
                 key: key

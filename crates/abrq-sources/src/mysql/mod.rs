@@ -5,6 +5,7 @@
 
 pub mod catalog;
 pub mod cdc;
+mod charset;
 pub mod config;
 pub mod cursor;
 pub(crate) mod errors;

@@ -124,16 +124,9 @@ pub async fn page(
     let more = rows.len() as u64 >= limit;
     let out: Vec<Map<String, Value>> = rows
         .into_iter()
-        .map(|r| {
-            let vals = r.unwrap();
-            shape
-                .columns
-                .iter()
-                .zip(vals.iter())
-                .map(|(c, v)| (c.name.clone(), values::value(c, v)))
-                .collect()
-        })
-        .collect();
+        .map(|r| values::row(&shape.columns, &r.unwrap()))
+        .collect::<Result<_, _>>()
+        .map_err(|e| e.context(&format!("a page of {table}")))?;
     // a page must move past `after`: one that does not would be read
     // again forever
     if let (Some(after), Some(last)) = (after, out.last()) {
@@ -173,16 +166,9 @@ pub async fn page_by_count(
     let more = rows.len() as u64 >= limit;
     let out = rows
         .into_iter()
-        .map(|r| {
-            let vals = r.unwrap();
-            shape
-                .columns
-                .iter()
-                .zip(vals.iter())
-                .map(|(c, v)| (c.name.clone(), values::value(c, v)))
-                .collect()
-        })
-        .collect();
+        .map(|r| values::row(&shape.columns, &r.unwrap()))
+        .collect::<Result<_, _>>()
+        .map_err(|e| e.context(&format!("a page of {table}")))?;
     Ok((out, more))
 }
 

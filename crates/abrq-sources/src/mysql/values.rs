@@ -5,17 +5,23 @@
 
 use mysql_async::binlog::value::BinlogValue;
 use mysql_async::Value as V;
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use super::catalog::Column;
+use super::charset;
+use crate::error::{Failure, SourceError};
 
-pub fn to_json(col: &Column, v: &BinlogValue<'_>) -> Value {
-    match v {
+/// A binlog value: a string column's bytes are in the column's own
+/// character set.
+pub fn to_json(col: &Column, v: &BinlogValue<'_>) -> Result<Value, SourceError> {
+    let stored = col.charset.as_deref();
+    Ok(match v {
         // the binlog keeps a TIMESTAMP as seconds since the epoch: the
         // same UTC date and time the copy reads (its sessions are UTC)
-        BinlogValue::Value(V::Bytes(b)) if col.data_type == "timestamp" => {
-            epoch_text(b).unwrap_or_else(|| bytes(col, b))
-        }
+        BinlogValue::Value(V::Bytes(b)) if col.data_type == "timestamp" => match epoch_text(b) {
+            Some(v) => v,
+            None => bytes(col, b, stored)?,
+        },
         // ENUM and SET come as an index and a bit mask: their labels, as
         // the copy reads them
         BinlogValue::Value(V::Int(i)) if matches!(col.data_type.as_str(), "enum" | "set") => {
@@ -40,7 +46,7 @@ pub fn to_json(col: &Column, v: &BinlogValue<'_>) -> Value {
                 .and_then(|t| t.parse::<u16>().ok())
             {
                 Some(y) => Value::from(y),
-                None => bytes(col, b),
+                None => bytes(col, b, stored)?,
             }
         }
         // a signed MEDIUMINT comes as its 24 bits: the sign is bit 23
@@ -51,13 +57,27 @@ pub fn to_json(col: &Column, v: &BinlogValue<'_>) -> Value {
         {
             Value::from(i - 0x100_0000)
         }
-        BinlogValue::Value(v) => value(col, v),
+        BinlogValue::Value(v) => value_in(col, v, stored)?,
         BinlogValue::Jsonb(j) => {
             let parsed: Result<serde_json::Value, _> = j.clone().try_into();
-            parsed.unwrap_or(Value::Null)
+            parsed.map_err(|e| {
+                SourceError::new(
+                    Failure::Decode,
+                    format!(
+                        "column {}: a binary JSON value abrq cannot read: {e}",
+                        col.name
+                    ),
+                )
+            })?
         }
-        BinlogValue::JsonDiff(_) => Value::Null,
-    }
+        // refused with its event (PARTIAL_UPDATE_ROWS) before any value
+        BinlogValue::JsonDiff(_) => {
+            return Err(SourceError::new(
+                Failure::Unsupported,
+                format!("column {}: a partial JSON update", col.name),
+            ))
+        }
+    })
 }
 
 /// An ENUM's label by its index (1-based; 0 is the empty error value) or
@@ -118,10 +138,24 @@ fn epoch_text(b: &[u8]) -> Option<Value> {
     }))
 }
 
-/// A value as a query returns it (the snapshot copy reads rows so).
-pub fn value(col: &Column, v: &V) -> Value {
+/// A row as a query returns it, by column name.
+pub fn row(columns: &[Column], vals: &[V]) -> Result<Map<String, Value>, SourceError> {
+    columns
+        .iter()
+        .zip(vals)
+        .map(|(c, v)| Ok((c.name.clone(), value(c, v)?)))
+        .collect()
+}
+
+/// A value as a query returns it (the snapshot copy reads rows so): text
+/// in the session's `utf8mb4`.
+pub fn value(col: &Column, v: &V) -> Result<Value, SourceError> {
+    value_in(col, v, None)
+}
+
+fn value_in(col: &Column, v: &V, charset: Option<&str>) -> Result<Value, SourceError> {
     let unsigned = col.column_type.contains("unsigned");
-    match v {
+    Ok(match v {
         V::NULL => Value::Null,
         V::Int(i) if unsigned && *i < 0 => Value::from(unsigned_of(col, *i)),
         V::Int(i) if col.data_type == "tinyint" && col.column_type.starts_with("tinyint(1)") => {
@@ -133,7 +167,7 @@ pub fn value(col: &Column, v: &V) -> Value {
             serde_json::Number::from_f64(f64::from(*f)).map_or(Value::Null, Value::Number)
         }
         V::Double(f) => serde_json::Number::from_f64(*f).map_or(Value::Null, Value::Number),
-        V::Bytes(b) => bytes(col, b),
+        V::Bytes(b) => bytes(col, b, charset)?,
         V::Date(y, mo, d, h, mi, s, us) => match col.data_type.as_str() {
             "date" => Value::String(format!("{y:04}-{mo:02}-{d:02}")),
             _ if *us == 0 => Value::String(format!("{y:04}-{mo:02}-{d:02}T{h:02}:{mi:02}:{s:02}")),
@@ -149,7 +183,7 @@ pub fn value(col: &Column, v: &V) -> Value {
                 _ => format!("{sign}{hours:02}:{mi:02}:{s:02}.{us:06}"),
             })
         }
-    }
+    })
 }
 
 /// The binlog writes an unsigned column's value in the column's own width.
@@ -163,21 +197,43 @@ fn unsigned_of(col: &Column, i: i64) -> u64 {
     }
 }
 
-/// Whether the column holds bytes, written as `\x` and hex.
+/// Whether the column holds bytes, written as `\x` and hex: binary
+/// strings, bits, and spatial values (MySQL's internal form: a 4-byte
+/// SRID, then the WKB).
 fn is_binary(col: &Column) -> bool {
     matches!(
         col.data_type.as_str(),
-        "binary" | "varbinary" | "blob" | "tinyblob" | "mediumblob" | "longblob" | "bit"
-    )
+        "binary"
+            | "varbinary"
+            | "blob"
+            | "tinyblob"
+            | "mediumblob"
+            | "longblob"
+            | "bit"
+            | "geometry"
+            | "point"
+            | "linestring"
+            | "polygon"
+            | "multipoint"
+            | "multilinestring"
+            | "multipolygon"
+            | "geometrycollection"
+    ) || col.charset.as_deref() == Some("binary")
 }
 
-fn bytes(col: &Column, b: &[u8]) -> Value {
-    match col.data_type.as_str() {
-        _ if is_binary(col) => Value::String(format!("\\x{}", hex::encode(b))),
-        "json" => serde_json::from_slice(b)
-            .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(b).into_owned())),
-        _ => Value::String(String::from_utf8_lossy(b).into_owned()),
+/// A string value's bytes, in `charset` (`None`: the session's).
+fn bytes(col: &Column, b: &[u8], charset: Option<&str>) -> Result<Value, SourceError> {
+    if is_binary(col) {
+        return Ok(Value::String(format!("\\x{}", hex::encode(b))));
     }
+    let text = charset::decode(charset, b)
+        .map_err(|why| SourceError::new(Failure::Decode, format!("column {}: {why}", col.name)))?;
+    Ok(match col.data_type.as_str() {
+        // MariaDB's json is text the server checked: a value it let in
+        // that is not JSON stays the text it is
+        "json" => serde_json::from_str(&text).unwrap_or_else(|_| Value::String(text.into_owned())),
+        _ => Value::String(text.into_owned()),
+    })
 }
 
 /// A JSON value (a cursor's or a copied key's) back as a query parameter

@@ -3,7 +3,9 @@
 //! of every MariaDB 10.11 type family, extremes among the values (integer
 //! limits signed and unsigned, DECIMAL(65,30), float specials, bit,
 //! binary with zero bytes, emoji, enum, set, zero and extreme dates,
-//! negative times, year, deep json, a point). The same values are written
+//! negative times, year, deep json, a point and a geometry, text in
+//! latin1, sjis and cp1251: the binlog writes such text in the column's
+//! own set, a query in the session's utf8mb4). The same values are written
 //! before the stream (copied) and after (streamed in one transaction),
 //! abrq is SIGKILLed during the copy, and two oracles read back through
 //! each side's own client:
@@ -50,6 +52,10 @@ const COLUMNS: &[(&str, &str, &str)] = &[
     ("yr", "year", "CAST(yr AS CHAR)"),
     ("js", "json", "js"),
     ("pt", "point", "ST_AsText(pt)"),
+    ("geo", "geometry", "ST_AsText(geo)"),
+    ("l1", "varchar(20) CHARACTER SET latin1", "l1"),
+    ("sj", "varchar(20) CHARACTER SET sjis", "sj"),
+    ("ru", "text CHARACTER SET cp1251", "ru"),
     ("select", "int", "CAST(`select` AS CHAR)"),
 ];
 
@@ -86,6 +92,10 @@ fn value_sets() -> Vec<Vec<String>> {
             "1901",
             "'{\"a\": [1, {\"b\": null}]}'",
             "ST_GeomFromText('POINT(1 2)')",
+            "ST_GeomFromText('LINESTRING(0 0, 1.5 2.25)')",
+            "'café € ÿ'",
+            "'あいう漢字'",
+            "'привет, ёж'",
             "7",
         ],
         vec![
@@ -117,6 +127,10 @@ fn value_sets() -> Vec<Vec<String>> {
             "2155",
             "",
             "ST_GeomFromText('POINT(-180.5 90)')",
+            "ST_GeomFromText('POLYGON((0 0, 1 0, 1 1, 0 0))', 4326)",
+            "''",
+            "NULL",
+            "'Ё'",
             "NULL",
         ],
     ];

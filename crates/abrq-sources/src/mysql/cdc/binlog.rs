@@ -400,19 +400,20 @@ impl MysqlCdc {
         let shaped = as_written(shaped, &table, columns, written)?;
         session.captured_txn = true;
         for (before, after) in pairs {
-            let change = |op: Op, row: &BinlogRow| {
-                let fields = fields(&shaped.shape, row, op == Op::Delete);
-                Step::Change(shaped.table.clone(), Record { op, fields })
+            let change = |op: Op, row: &BinlogRow| -> Result<Step<BinlogAt>, SourceError> {
+                let fields = fields(&shaped.shape, row, op == Op::Delete)
+                    .map_err(|e| e.context(&format!("a change of {table}")))?;
+                Ok(Step::Change(shaped.table.clone(), Record { op, fields }))
             };
             match (op, before, after) {
                 // a new key, or a row without a key (found by its whole
                 // old image): the old row's delete, then the new row
-                (Op::Update, Some(old), Some(new)) if moved(&shaped.shape, &old, &new) => {
-                    session.queued.push_back(change(Op::Delete, &old));
-                    session.queued.push_back(change(Op::Insert, &new));
+                (Op::Update, Some(old), Some(new)) if moved(&shaped.shape, &old, &new)? => {
+                    session.queued.push_back(change(Op::Delete, &old)?);
+                    session.queued.push_back(change(Op::Insert, &new)?);
                 }
                 (Op::Delete, Some(row), _) | (Op::Insert | Op::Update, _, Some(row)) => {
-                    session.queued.push_back(change(op, &row));
+                    session.queued.push_back(change(op, &row)?);
                 }
                 _ => {
                     return Err(SourceError::new(
@@ -503,6 +504,7 @@ fn as_written(
                             column_type: String::new(),
                             data_type: String::new(),
                             key: false,
+                            charset: None,
                         },
                     },
                 )
@@ -550,22 +552,22 @@ fn event_name(event: &EventData<'_>) -> String {
 
 /// Whether an update's before image names another row than its after
 /// image: a key column changed, or the table has no key.
-fn moved(shape: &Shape, before: &BinlogRow, after: &BinlogRow) -> bool {
-    let key = |row: &BinlogRow| {
+fn moved(shape: &Shape, before: &BinlogRow, after: &BinlogRow) -> Result<bool, SourceError> {
+    let key = |row: &BinlogRow| -> Result<Vec<Option<Value>>, SourceError> {
         let mut out = Vec::new();
         for (i, col) in shape.columns.iter().enumerate() {
             if col.key {
-                out.push(row.as_ref(i).map(|v| values::to_json(col, v)));
+                out.push(row.as_ref(i).map(|v| values::to_json(col, v)).transpose()?);
             }
         }
-        out
+        Ok(out)
     };
-    !shape.columns.iter().any(|c| c.key) || key(before) != key(after)
+    Ok(!shape.columns.iter().any(|c| c.key) || key(before)? != key(after)?)
 }
 
 /// A row's fields by the catalog's column names; a delete keeps only the
 /// key columns when the table has a key.
-fn fields(shape: &Shape, row: &BinlogRow, delete: bool) -> Map<String, Value> {
+fn fields(shape: &Shape, row: &BinlogRow, delete: bool) -> Result<Map<String, Value>, SourceError> {
     let has_key = shape.columns.iter().any(|c| c.key);
     let mut out = Map::with_capacity(shape.columns.len());
     for (i, col) in shape.columns.iter().enumerate() {
@@ -573,10 +575,10 @@ fn fields(shape: &Shape, row: &BinlogRow, delete: bool) -> Map<String, Value> {
             continue;
         }
         if let Some(v) = row.as_ref(i) {
-            out.insert(col.name.clone(), values::to_json(col, v));
+            out.insert(col.name.clone(), values::to_json(col, v)?);
         }
     }
-    out
+    Ok(out)
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
