@@ -17,7 +17,8 @@ use serde_json::Value;
 use super::names::{BadNames, Spellings};
 use super::table::{Column, TableInfo};
 use super::types::{
-    fits, holds, join, natural, widen_for, widen_to, Cell, Dialect, Reach, SqlType,
+    beyond_engine, fits_in, holds, join, natural, widen_for, widen_to, Cell, Dialect, Reach,
+    SqlType,
 };
 
 /// The items one table receives, each with its index in the batch (so
@@ -439,10 +440,16 @@ fn widen_for_values(
         for (k, v) in &r.fields {
             let Some(&c) = index.get(k) else { continue };
             let col = &mut table.columns[c];
-            if fits(&col.ty, v) {
+            if fits_in(p.dialect, &col.ty, v) {
                 continue;
             }
-            let Some(w) = widen_for(&col.ty, v, p.dialect, reach(k)) else {
+            // a value the engine cannot hold in this kind at all (NaN in
+            // MySQL): text holds it, declared type or not
+            let reach = match beyond_engine(&col.ty, v, p.dialect) {
+                true if p.drift.types == TypesPolicy::Widen => Reach::Text,
+                true | false => reach(k),
+            };
+            let Some(w) = widen_for(&col.ty, v, p.dialect, reach) else {
                 return Err(drift_value(i, col, v, p.dialect));
             };
             col.ty = w;

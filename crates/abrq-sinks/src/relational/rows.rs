@@ -11,7 +11,7 @@ use serde_json::{Map, Value};
 use super::group::Grouper;
 use super::plan::{drift_value, Counts, Items, PlanError, Policy, Row, Step};
 use super::table::TableInfo;
-use super::types::{cell, Cell};
+use super::types::{cell, cell_in, Cell};
 
 /// Pass 3: every record converted for the final table, policy applied,
 /// grouped into statements in batch order.
@@ -126,7 +126,7 @@ fn convert<'a>(
             }
         };
         let col = &table.columns[c];
-        match cell(&col.ty, v) {
+        match cell_in(p.dialect, &col.ty, v) {
             Some(cell) => row.push((c, cell)),
             None => match p.drift.types {
                 TypesPolicy::DiscardValues => {

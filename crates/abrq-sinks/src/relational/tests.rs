@@ -518,3 +518,48 @@ fn a_created_table_follows_its_source_key_to_other_columns() {
     };
     assert!(plan(&b, Some(&created), &fixed).is_err());
 }
+
+#[test]
+fn values_an_engine_has_no_form_for_widen_a_declared_column_to_text() {
+    let declared = |ty: &str| Item::Schema {
+        columns: obj(json!({ "id": "bigint", "v": ty })),
+    };
+    let mysql = Policy {
+        dialect: Dialect::Mysql,
+        ..default_policy()
+    };
+    // NaN in a MySQL decimal, deep JSON in MariaDB's json
+    let deep: Value =
+        serde_json::from_str(&format!("{}1{}", "[".repeat(40), "]".repeat(40))).unwrap();
+    for (ty, v) in [
+        ("numeric", json!("NaN")),
+        ("double precision", json!("-Infinity")),
+        ("date", json!("infinity")),
+        ("json", deep),
+    ] {
+        let b = batch(vec![declared(ty), ins(json!({"id": 1, "v": v}))]);
+        let p = plan(&b, None, &mysql).unwrap();
+        assert_eq!(p.table.column("v").unwrap().ty, SqlType::Text(None), "{ty}");
+        let strict = Policy {
+            drift: SchemaDrift {
+                columns: ColumnsPolicy::Evolve,
+                types: TypesPolicy::WidenStrict,
+            },
+            ..mysql.clone()
+        };
+        assert!(
+            matches!(plan(&b, None, &strict), Err(PlanError::Drift { .. })),
+            "{ty}"
+        );
+    }
+    // PostgreSQL holds NaN and infinite dates; not MySQL's zero dates
+    let b = batch(vec![declared("numeric"), ins(json!({"id": 1, "v": "NaN"}))]);
+    let p = plan(&b, None, &default_policy()).unwrap();
+    assert_eq!(p.table.column("v").unwrap().ty, SqlType::Numeric(None));
+    let b = batch(vec![
+        declared("date"),
+        ins(json!({"id": 1, "v": "0000-00-00"})),
+    ]);
+    let p = plan(&b, None, &default_policy()).unwrap();
+    assert_eq!(p.table.column("v").unwrap().ty, SqlType::Text(None));
+}

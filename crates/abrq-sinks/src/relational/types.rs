@@ -328,10 +328,16 @@ fn array_literal(items: &[Value], out: &mut String) {
 /// `infinity`, `-infinity` and BC dates, as PostgreSQL writes them, and
 /// MySQL's zero dates (`0000-00-00`, `2026-00-15`).
 fn beyond_calendar(s: &str) -> bool {
+    zero_date(s) || s == "infinity" || s == "-infinity" || s.ends_with(" BC")
+}
+
+/// MySQL's zero dates: `0000-00-00`, `2026-00-15`, `2026-01-00`.
+fn zero_date(s: &str) -> bool {
     let b = s.as_bytes();
-    let zero =
-        b.len() >= 10 && b[4] == b'-' && b[7] == b'-' && (&s[5..7] == "00" || &s[8..10] == "00");
-    zero || s == "infinity" || s == "-infinity" || s.ends_with(" BC")
+    b.len() >= 10
+        && b[4] == b'-'
+        && b[7] == b'-'
+        && (s.get(5..7) == Some("00") || s.get(8..10) == Some("00"))
 }
 
 /// `NaN`, `Infinity` and `-Infinity` as PostgreSQL writes them.
@@ -347,6 +353,61 @@ fn special_float(t: &str) -> Option<f64> {
 /// Whether `ty` can hold `v` as it is.
 pub fn fits(ty: &SqlType, v: &Value) -> bool {
     cell(ty, v).is_some()
+}
+
+/// How deep MariaDB's `json` columns take JSON (`json_valid` refuses
+/// more nesting; MySQL's limit, 100, is higher).
+const MYSQL_JSON_NESTING: usize = 31;
+
+/// A value the engine has no form for in a column of this kind, whatever
+/// its size: NaN and the infinities in MySQL's numbers, PostgreSQL's
+/// infinite and BC dates in MySQL's, MySQL's zero dates in PostgreSQL's,
+/// JSON nested deeper than MariaDB's `json` takes. Only text holds it
+/// there.
+pub fn beyond_engine(ty: &SqlType, v: &Value, d: Dialect) -> bool {
+    if let (Dialect::Mysql, SqlType::Json) = (d, ty) {
+        return nested_deeper(v, MYSQL_JSON_NESTING);
+    }
+    let Value::String(t) = v else {
+        return false;
+    };
+    match (d, ty) {
+        (Dialect::Mysql, SqlType::Float(_) | SqlType::Numeric(_)) => special_float(t).is_some(),
+        (Dialect::Mysql, SqlType::Date | SqlType::Timestamp) => beyond_calendar(t) && !zero_date(t),
+        (Dialect::Postgres, SqlType::Date | SqlType::Timestamp) => zero_date(t),
+        _ => false,
+    }
+}
+
+/// Whether arrays and objects nest in `v` more than `limit` deep (walked
+/// without recursion: a value may be thousands deep).
+fn nested_deeper(v: &Value, limit: usize) -> bool {
+    let mut stack = vec![(v, 0usize)];
+    while let Some((v, depth)) = stack.pop() {
+        let inner: Vec<&Value> = match v {
+            Value::Array(items) => items.iter().collect(),
+            Value::Object(fields) => fields.values().collect(),
+            _ => continue,
+        };
+        if depth + 1 > limit {
+            return true;
+        }
+        stack.extend(inner.into_iter().map(|i| (i, depth + 1)));
+    }
+    false
+}
+
+/// [`cell`] for a column of engine `d`.
+pub fn cell_in<'a>(d: Dialect, ty: &SqlType, v: &'a Value) -> Option<Cell<'a>> {
+    match beyond_engine(ty, v, d) {
+        true => None,
+        false => cell(ty, v),
+    }
+}
+
+/// [`fits`] for a column of engine `d`.
+pub fn fits_in(d: Dialect, ty: &SqlType, v: &Value) -> bool {
+    cell_in(d, ty, v).is_some()
 }
 
 /// The types `ty` may be altered to, narrowest first. With
@@ -384,7 +445,9 @@ fn chain(ty: &SqlType, d: Dialect, reach: Reach) -> Vec<SqlType> {
             | SqlType::Date
             | SqlType::Timestamp
     );
-    if loose && scalar {
+    // MariaDB's json takes only so much nesting: text takes any
+    let deep_json = d == Dialect::Mysql && *ty == SqlType::Json;
+    if loose && (scalar || deep_json) {
         out.push(SqlType::Text(None));
     }
     out
@@ -396,7 +459,7 @@ pub fn widen_for(ty: &SqlType, v: &Value, d: Dialect, reach: Reach) -> Option<Sq
     let integer = v.as_i64().is_some() || v.as_u64().is_some();
     chain(ty, d, reach)
         .into_iter()
-        .find(|t| fits(t, v) && !(integer && matches!(t, SqlType::Float(_))))
+        .find(|t| fits_in(d, t, v) && !(integer && matches!(t, SqlType::Float(_))))
 }
 
 /// Whether every value of type `b` is a value of type `a`.

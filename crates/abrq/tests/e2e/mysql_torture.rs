@@ -15,11 +15,14 @@
 //!   time, year and point as text, and unsigned integers one size up);
 //! - one form per type: a copied row and its streamed twin carry the same
 //!   JSON for every column in the JSON lines history.
+//! - across engines: a PostgreSQL table abrq makes from the declared
+//!   types holds every column of every row as the history has it, as
+//!   PostgreSQL prints it (`common/cross.rs`).
 
 use std::collections::BTreeMap;
 
 use crate::common::*;
-use abrq_sinks::relational::sqlx::{self, MySqlPool};
+use abrq_sinks::relational::sqlx::{self, MySqlPool, PgPool};
 use serde_json::{Map, Value};
 
 /// (name, type, how MariaDB prints it for the oracle).
@@ -196,6 +199,7 @@ async fn every_type_arrives_equal_in_one_form_through_copy_stream_and_kills() {
         .expect("the mysqlcdc server");
     let tag = pg::tag();
     let (db, dst_db) = (format!("torture_{tag}"), format!("torturedst_{tag}"));
+    let mirror_schema = format!("torturepg_{tag}");
     exec(
         &src,
         &format!("CREATE DATABASE `{db}` CHARACTER SET utf8mb4"),
@@ -244,6 +248,13 @@ async fn every_type_arrives_equal_in_one_form_through_copy_stream_and_kills() {
             Destination::mysql("replica")
                 .connection(&mysqlcdc::url())
                 .database(&dst_db)
+                .table("types")
+                .mode("upsert"),
+        )
+        .destination(
+            Destination::postgres("mirror")
+                .connection(&pg::url())
+                .schema(&mirror_schema)
                 .table("types")
                 .mode("upsert"),
         )
@@ -343,14 +354,29 @@ async fn every_type_arrives_equal_in_one_form_through_copy_stream_and_kills() {
         "parquet differs from the history:\n{}",
         differ.join("\n")
     );
+    // the PostgreSQL mirror (a table abrq made from the declared types):
+    // every column of every row as PostgreSQL prints it, against the
+    // history
+    let dst = PgPool::connect(&pg::url()).await.expect("postgres");
+    let names: Vec<&'static str> = COLUMNS.iter().map(|(n, _, _)| *n).collect();
+    let mirror = format!("\"{mirror_schema}\".types");
+    let mirror = cross::pg_printed(&dst, &mirror, &names).await;
+    let wrong = cross::differences(&history, &mirror, &names);
+    assert!(
+        wrong.is_empty(),
+        "the PostgreSQL mirror differs from the history ({} values), first: {:#?}",
+        wrong.len(),
+        &wrong[..wrong.len().min(10)]
+    );
     let st = abrq.status("torture").await;
-    for d in ["replica", "history", "lake"] {
+    for d in ["replica", "mirror", "history", "lake"] {
         assert_eq!(u(&dest_of(&st, d)["pending_dead_letters"]), 0, "{d}: {st}");
     }
     abrq.kill();
     for d in [&db, &dst_db] {
         exec(&src, &format!("DROP DATABASE IF EXISTS `{d}`")).await;
     }
+    pg::drop_schemas(&dst, &[&mirror_schema]).await;
 }
 
 fn read_history(dir: std::path::PathBuf) -> BTreeMap<i32, Map<String, Value>> {

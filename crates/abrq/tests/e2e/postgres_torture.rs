@@ -15,11 +15,14 @@
 //!   as PostgreSQL prints it (`::text`);
 //! - one form per type: in the JSON lines history, a copied row and its
 //!   streamed twin carry the very same JSON for every column.
+//! - across engines: a MariaDB table abrq makes from the declared types
+//!   holds every built-in column of every row as the history has it, as
+//!   MariaDB prints it (`common/cross.rs`).
 
 use std::collections::BTreeMap;
 
 use crate::common::*;
-use abrq_sinks::relational::sqlx::{self, PgPool};
+use abrq_sinks::relational::sqlx::{self, MySqlPool, PgPool};
 use serde_json::{Map, Value};
 
 /// Columns the replica can hold: (name, type).
@@ -212,6 +215,7 @@ async fn every_type_arrives_equal_in_one_form_through_copy_stream_and_kills() {
         format!("torturedst_{tag}"),
     );
     let table = format!("{}.types", quote(&schema));
+    let mirror_db = format!("torturemy_{tag}");
     exec(&src, &format!("CREATE SCHEMA {}", quote(&schema))).await;
     for sql in [
         format!(
@@ -282,8 +286,23 @@ async fn every_type_arrives_equal_in_one_form_through_copy_stream_and_kills() {
                 .table("types")
                 .mode("upsert"),
         )
-        .destination(Destination::local("history", abrq.p("out")).format("jsonl"))
-        .destination(Destination::local("lake", abrq.p("lake")).format("parquet")),
+        .destination(
+            Destination::mysql("mirror")
+                .connection(&mysqlcdc::url())
+                .database(&mirror_db)
+                .table("types")
+                .mode("upsert"),
+        )
+        .destination(
+            Destination::local("history", abrq.p("out"))
+                .format("jsonl")
+                .manifest(),
+        )
+        .destination(
+            Destination::local("lake", abrq.p("lake"))
+                .format("parquet")
+                .manifest(),
+        ),
     );
     abrq.write_config(&config.to_string());
     // the replica's table, made by the test without the source's own types
@@ -374,16 +393,39 @@ async fn every_type_arrives_equal_in_one_form_through_copy_stream_and_kills() {
         "parquet differs from the history:\n{}",
         differ.join("\n")
     );
+    // the MySQL mirror (a table abrq made from the declared types): every
+    // built-in column of every row as MySQL prints it, against the history
+    let my = MySqlPool::connect(&mysqlcdc::url())
+        .await
+        .expect("the mysqlcdc server");
+    let names: Vec<&'static str> = BUILTIN.iter().map(|(n, _)| *n).collect();
+    let mirror = cross::mysql_printed(&my, &format!("`{mirror_db}`.types"), &names).await;
+    let wrong = std::thread::Builder::new()
+        .stack_size(256 << 20)
+        .spawn(move || cross::differences(&history, &mirror, &names))
+        .unwrap()
+        .join()
+        .unwrap();
+    assert!(
+        wrong.is_empty(),
+        "the MySQL mirror differs from the history ({} values), first: {:#?}",
+        wrong.len(),
+        &wrong[..wrong.len().min(10)]
+    );
     let st = abrq.status("torture").await;
-    for d in ["replica", "history", "lake"] {
+    for d in ["replica", "mirror", "history", "lake"] {
         assert_eq!(u(&dest_of(&st, d)["pending_dead_letters"]), 0, "{d}: {st}");
     }
     abrq.kill();
     pg::drop_cdc(&src, &slot, &[&schema]).await;
     pg::drop_schemas(&dst, &[&dst_schema]).await;
+    sqlx::query(&format!("DROP DATABASE `{mirror_db}`"))
+        .execute(&my)
+        .await
+        .unwrap();
 }
 
-/// The last record of each id in the history (deep values read on a
+/// The last record of each id in stream order (deep values read on a
 /// thread with room).
 fn read_history(dir: std::path::PathBuf) -> BTreeMap<i32, Map<String, Value>> {
     std::thread::Builder::new()
@@ -391,7 +433,11 @@ fn read_history(dir: std::path::PathBuf) -> BTreeMap<i32, Map<String, Value>> {
         .spawn(move || {
             let out = read_dest(&dir);
             let mut by_id = BTreeMap::new();
-            for r in out.records() {
+            let in_order = out.verify_manifests("torture");
+            for r in in_order
+                .iter()
+                .flat_map(|(_, key)| &out.objects[key].records)
+            {
                 if let Some(id) = r.get("id").and_then(Value::as_i64) {
                     let mut r = r.clone();
                     r.remove("_abrq_op");

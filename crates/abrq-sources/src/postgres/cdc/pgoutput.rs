@@ -198,6 +198,7 @@ impl PgCdc {
             }
             M::Insert { relation_id, tuple } => {
                 let rel = relation(session, relation_id)?;
+                readable(rel, &tuple)?;
                 let fields = row(rel, &tuple, None);
                 (
                     rel.table.clone(),
@@ -214,6 +215,10 @@ impl PgCdc {
                 ..
             } => {
                 let rel = relation(session, relation_id)?;
+                readable(rel, &new_tuple)?;
+                if let Some(old) = &old_tuple {
+                    readable(rel, old)?;
+                }
                 let fields = row(rel, &new_tuple, old_tuple.as_ref());
                 let table = rel.table.clone();
                 // a new key, or a keyless row matched by its whole old
@@ -252,6 +257,7 @@ impl PgCdc {
                 ..
             } => {
                 let rel = relation(session, relation_id)?;
+                readable(rel, &old_tuple)?;
                 let fields = key_row(rel, &old_tuple);
                 (
                     rel.table.clone(),
@@ -380,6 +386,24 @@ fn key_row(rel: &Relation, tuple: &TupleData) -> Map<String, Value> {
         }
     }
     out
+}
+
+/// Every value of the tuple is text abrq can read (the session asks for
+/// text in UTF-8): anything else stops the source naming the column,
+/// never a NULL in its place.
+fn readable(rel: &Relation, tuple: &TupleData) -> Result<(), SourceError> {
+    for (col, cell) in rel.columns.iter().zip(&tuple.columns) {
+        if !cell.is_null() && !cell.is_unchanged() && cell.as_str().is_none() {
+            return Err(SourceError::new(
+                Failure::Decode,
+                format!(
+                    "pgoutput: the value of {}.{} is not UTF-8 text",
+                    rel.table.table, col.name
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn value(col: &Column, cell: &ColumnData) -> Value {

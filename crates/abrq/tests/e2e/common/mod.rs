@@ -25,6 +25,7 @@ use serde_json::Value;
 pub mod api;
 pub mod browser;
 pub mod config;
+pub mod cross;
 pub mod feed;
 pub mod fleet;
 pub mod metrics;
