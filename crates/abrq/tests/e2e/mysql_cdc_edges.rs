@@ -63,7 +63,8 @@ async fn a_database_with_binary_keys_keyless_tables_key_changes_and_backlog_ddl_
     let dst = PgPool::connect(&pg::url()).await.expect("postgres");
     let tag = pg::tag();
     let (db, dst_schema) = (format!("edges_{tag}"), format!("myedges_dst_{tag}"));
-    // changes carry their column names (harmless to every other test)
+    // changes carry their column names, kept so while this test runs
+    let _metadata = mysqlcdc::ROW_METADATA.lock().await;
     exec(&src, "SET GLOBAL binlog_row_metadata = FULL").await;
     exec(&src, &format!("CREATE DATABASE `{db}`")).await;
     for sql in [

@@ -582,14 +582,14 @@ fn fields(shape: &Shape, row: &BinlogRow, delete: bool) -> Result<Map<String, Va
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Ddl {
+pub(super) enum Ddl {
     Truncate,
     Alter,
 }
 
 /// Which captured-table DDL a statement is, and its table: `TRUNCATE
 /// [TABLE] t` and `ALTER [ONLINE|IGNORE] TABLE t ...`; no parser beyond that.
-fn ddl_target(sql: &str, schema: &str) -> Option<(Ddl, TableName)> {
+pub(super) fn ddl_target(sql: &str, schema: &str) -> Option<(Ddl, TableName)> {
     let mut words = sql.split_whitespace();
     let first = words.next()?.to_ascii_lowercase();
     let (verb, mut next) = match first.as_str() {

@@ -17,6 +17,7 @@
 //! - `gtid.rs`: MariaDB GTID positions.
 
 mod backfill;
+mod backlog;
 mod binlog;
 mod compressed;
 mod gtid;
@@ -347,6 +348,11 @@ impl Protocol for MysqlCdc {
         }
         let mariadb = self.is_mariadb().await?;
         if let Some(c) = cursor {
+            let captured = self.captured.clone();
+            let conn = self.catalog().await?;
+            if !catalog::row_metadata_full(conn).await.context("setup")? {
+                backlog::check(conn, &captured, &c.at).await?;
+            }
             let (session, at) = self.resume(c.at.clone()).await?;
             return Ok(Opening::Stream {
                 session,
