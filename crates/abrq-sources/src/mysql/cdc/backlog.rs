@@ -63,10 +63,153 @@ impl<'a> Scan<'a> {
             None => (String::new(), info),
         };
         match ddl_target(sql, &schema)? {
-            (Ddl::Alter, t) if self.changed.contains(&t) => Some(t),
+            (Ddl::Alter, t) if self.changed.contains(&t) && alters_columns(sql) => Some(t),
             _ => None,
         }
     }
+}
+
+/// Whether an `ALTER TABLE` changes what a change's values are matched
+/// to: a column added, dropped, changed or modified, or the table's text
+/// converted. Indexes, keys, options, defaults and renames of a column
+/// (its values stay in their place) do not. A clause it does not know
+/// counts as changing.
+fn alters_columns(sql: &str) -> bool {
+    const NOT_COLUMNS: &[&str] = &[
+        "index",
+        "key",
+        "constraint",
+        "primary",
+        "unique",
+        "fulltext",
+        "spatial",
+        "foreign",
+        "partition",
+        "check",
+        "period",
+        "system",
+    ];
+    const OPTIONS: &[&str] = &[
+        "force",
+        "engine",
+        "algorithm",
+        "lock",
+        "order",
+        "auto_increment",
+        "comment",
+        "row_format",
+        "default",
+        "character",
+        "charset",
+        "collate",
+        "key_block_size",
+        "stats_persistent",
+        "stats_auto_recalc",
+        "stats_sample_pages",
+        "pack_keys",
+        "checksum",
+        "min_rows",
+        "max_rows",
+        "avg_row_length",
+        "page_compressed",
+        "encrypted",
+        "enable",
+        "disable",
+        "discard",
+        "import",
+        "with",
+        "without",
+        "wait",
+        "nowait",
+        "remove",
+        "coalesce",
+        "reorganize",
+        "truncate",
+        "analyze",
+        "optimize",
+        "rebuild",
+        "repair",
+        "exchange",
+        "transactional",
+    ];
+    for (i, clause) in clauses(sql).iter().enumerate() {
+        let words = words(clause);
+        let mut w = words.iter().map(|w| w.to_ascii_lowercase());
+        if i == 0 {
+            // ALTER [ONLINE] [IGNORE] TABLE name
+            let mut skipped = 0;
+            for word in w.by_ref() {
+                skipped += 1;
+                if word == "table" {
+                    break;
+                }
+            }
+            if skipped == 0 || w.next().is_none() {
+                continue;
+            }
+        }
+        let Some(first) = w.next() else { continue };
+        let first = first.split('=').next().unwrap_or_default().to_string();
+        let second = w.next().unwrap_or_default();
+        let changes = match first.as_str() {
+            "add" | "drop" => !NOT_COLUMNS.contains(&second.as_str()),
+            "change" | "modify" | "convert" => true,
+            "rename" | "alter" => false,
+            o if OPTIONS.contains(&o) => false,
+            _ => true,
+        };
+        if changes {
+            return true;
+        }
+    }
+    false
+}
+
+/// The statement's clauses: split at commas outside parentheses and
+/// quotes.
+fn clauses(sql: &str) -> Vec<String> {
+    let (mut out, mut cur) = (Vec::new(), String::new());
+    let (mut depth, mut quote) = (0usize, None::<char>);
+    for c in sql.chars() {
+        match (quote, c) {
+            (Some(q), c) if c == q => quote = None,
+            (Some(_), _) => {}
+            (None, '\'' | '"' | '`') => quote = Some(c),
+            (None, '(') => depth += 1,
+            (None, ')') => depth = depth.saturating_sub(1),
+            (None, ',') if depth == 0 => {
+                out.push(std::mem::take(&mut cur));
+                continue;
+            }
+            _ => {}
+        }
+        cur.push(c);
+    }
+    out.push(cur);
+    out
+}
+
+/// A clause's words: split at whitespace outside quotes.
+fn words(clause: &str) -> Vec<String> {
+    let (mut out, mut cur, mut quote) = (Vec::new(), String::new(), None::<char>);
+    for c in clause.chars() {
+        match (quote, c) {
+            (Some(q), c) if c == q => quote = None,
+            (None, '\'' | '"' | '`') => quote = Some(c),
+            (None, c) if c.is_whitespace() => {
+                if !cur.is_empty() {
+                    out.push(std::mem::take(&mut cur));
+                }
+                continue;
+            }
+            _ => {}
+        }
+        cur.push(c);
+    }
+    if !cur.is_empty() {
+        out.push(cur);
+    }
+    out
 }
 
 /// Checks the binlog from `at` to its end on the server (a file no longer
@@ -154,7 +297,42 @@ mod tests {
         );
         assert_eq!(s.event("Table_map", "table_id: 19 (shop.orders)"), None);
         assert_eq!(s.event("Query", "use `shop`; TRUNCATE orders"), None);
+        // an index or an option leaves the columns as they are
+        assert_eq!(
+            s.event("Query", "use `shop`; ALTER TABLE orders ADD INDEX (b)"),
+            None
+        );
+        assert_eq!(
+            s.event("Query", "use `shop`; ALTER TABLE orders ENGINE=InnoDB"),
+            None
+        );
         let found = s.event("Query", "use `other`; ALTER TABLE `shop`.`orders` DROP c");
         assert_eq!(found, c.iter().next().cloned());
+    }
+
+    #[test]
+    fn alters_that_move_values_are_told_from_those_that_do_not() {
+        for sql in [
+            "ALTER TABLE t ADD COLUMN c int",
+            "ALTER TABLE t ADD c int AFTER id",
+            "ALTER TABLE `my t` ADD INDEX (a), DROP COLUMN b",
+            "ALTER ONLINE TABLE t MODIFY e enum('x','y,z')",
+            "ALTER TABLE t CHANGE a b text",
+            "ALTER TABLE t CONVERT TO CHARACTER SET latin1",
+            "ALTER TABLE t SOMETHING NEW",
+        ] {
+            assert!(alters_columns(sql), "{sql}");
+        }
+        for sql in [
+            "ALTER TABLE t ADD INDEX i (a, b), ADD UNIQUE KEY (c)",
+            "ALTER TABLE t DROP INDEX i, DROP PRIMARY KEY, ADD PRIMARY KEY (k)",
+            "ALTER TABLE t ENGINE=InnoDB, ALGORITHM=INPLACE, LOCK=NONE",
+            "ALTER TABLE t RENAME COLUMN a TO b",
+            "ALTER TABLE t ALTER COLUMN a SET DEFAULT 'x,y'",
+            "ALTER TABLE t COMMENT 'a, b'",
+            "ALTER TABLE t DEFAULT CHARACTER SET utf8mb4",
+        ] {
+            assert!(!alters_columns(sql), "{sql}");
+        }
     }
 }
