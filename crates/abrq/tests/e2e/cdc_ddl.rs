@@ -821,6 +821,33 @@ async fn mariadb_tables_created_and_renamed_are_followed_by_name() {
         .await;
 }
 
+/// One stream from `source` into the upsert table `t` of `replica`,
+/// started, its copy of three rows delivered.
+async fn start_copied(abrq: &mut Abrq, source: Source, replica: Destination) {
+    let replica = replica.table("t").mode("upsert");
+    let stream = Stream::new("pk", source).max_wait("20ms");
+    let text = Config::new(abrq)
+        .stream(stream.destination(replica))
+        .to_string();
+    abrq.write_config(&text);
+    abrq.start().await;
+    abrq.wait_status("pk", "the copy delivered", |st| {
+        st["source"]["position"]["snapshot"]["state"] == "done"
+            && u(&dest_of(st, "replica")["delivered_records"]) >= 3
+    })
+    .await;
+}
+
+/// Everything delivered, and no dead letter at the replica.
+async fn assert_no_dead_letter(abrq: &Abrq) {
+    let st = abrq.wait_drained("pk", Duration::ZERO, LONG).await;
+    assert_eq!(
+        u(&dest_of(&st, "replica")["pending_dead_letters"]),
+        0,
+        "{st}"
+    );
+}
+
 /// The statements after the key moved: rows changed by the new key, one
 /// of them changing it (a delete of the old key and the new row).
 fn by_new_key(table: &str) -> Vec<String> {
@@ -863,24 +890,10 @@ async fn postgres_primary_key_moved_the_replica_follows() {
         .table(&format!("{schema}.t"))
         .slot(&slot)
         .publication(&slot);
-    let text = Config::new(&abrq)
-        .stream(
-            Stream::new("pk", source).max_wait("20ms").destination(
-                Destination::postgres("replica")
-                    .connection(&pg::url())
-                    .schema(&dst_schema)
-                    .table("t")
-                    .mode("upsert"),
-            ),
-        )
-        .to_string();
-    abrq.write_config(&text);
-    abrq.start().await;
-    abrq.wait_status("pk", "the copy delivered", |st| {
-        st["source"]["position"]["snapshot"]["state"] == "done"
-            && u(&dest_of(st, "replica")["delivered_records"]) >= 3
-    })
-    .await;
+    let replica = Destination::postgres("replica")
+        .connection(&pg::url())
+        .schema(&dst_schema);
+    start_copied(&mut abrq, source, replica).await;
     let mut sqls = vec![
         format!("ALTER TABLE {table} DROP CONSTRAINT t_pkey"),
         format!("ALTER TABLE {table} ADD PRIMARY KEY (k)"),
@@ -913,12 +926,7 @@ async fn postgres_primary_key_moved_the_replica_follows() {
     .await
     .unwrap();
     assert_eq!(key, vec!["k".to_string()], "the replica's primary key");
-    let st = abrq.wait_drained("pk", Duration::ZERO, LONG).await;
-    assert_eq!(
-        u(&dest_of(&st, "replica")["pending_dead_letters"]),
-        0,
-        "{st}"
-    );
+    assert_no_dead_letter(&abrq).await;
     abrq.kill();
     pg::drop_cdc(&src, &slot, &[&schema]).await;
     pg::drop_schemas(&dst, &[&dst_schema]).await;
@@ -946,24 +954,10 @@ async fn mariadb_primary_key_moved_the_replica_follows() {
         .connection(&mysqlcdc::url())
         .database("test")
         .table(&name);
-    let text = Config::new(&abrq)
-        .stream(
-            Stream::new("pk", source).max_wait("20ms").destination(
-                Destination::mysql("replica")
-                    .connection(&mysqlcdc::url())
-                    .database(&dst_db)
-                    .table("t")
-                    .mode("upsert"),
-            ),
-        )
-        .to_string();
-    abrq.write_config(&text);
-    abrq.start().await;
-    abrq.wait_status("pk", "the copy delivered", |st| {
-        st["source"]["position"]["snapshot"]["state"] == "done"
-            && u(&dest_of(st, "replica")["delivered_records"]) >= 3
-    })
-    .await;
+    let replica = Destination::mysql("replica")
+        .connection(&mysqlcdc::url())
+        .database(&dst_db);
+    start_copied(&mut abrq, source, replica).await;
     let mut sqls = vec![format!(
         "ALTER TABLE {table} DROP PRIMARY KEY, ADD PRIMARY KEY (k)"
     )];
@@ -994,12 +988,7 @@ async fn mariadb_primary_key_moved_the_replica_follows() {
     .await
     .unwrap();
     assert_eq!(key, vec!["k".to_string()], "the replica's primary key");
-    let st = abrq.wait_drained("pk", Duration::ZERO, LONG).await;
-    assert_eq!(
-        u(&dest_of(&st, "replica")["pending_dead_letters"]),
-        0,
-        "{st}"
-    );
+    assert_no_dead_letter(&abrq).await;
     abrq.kill();
     for sql in [
         format!("DROP TABLE {table}"),

@@ -162,28 +162,12 @@ async fn printed(
     table: &str,
     names: &[&str],
 ) -> BTreeMap<i32, Vec<Option<String>>> {
-    let cols: Vec<String> = COLUMNS
+    let exprs: Vec<String> = COLUMNS
         .iter()
         .filter(|(n, _, _)| names.contains(n))
-        .map(|(_, _, p)| format!("COALESCE(CAST({p} AS CHAR), '<null>')"))
+        .map(|(_, _, p)| p.to_string())
         .collect();
-    let sql = format!(
-        "SELECT id, CONCAT_WS(CHAR(1), {}) FROM {table}",
-        cols.join(", ")
-    );
-    sqlx::query_as::<_, (i32, String)>(&sql)
-        .fetch_all(pool)
-        .await
-        .unwrap_or_default()
-        .into_iter()
-        .map(|(id, all)| {
-            let values = all
-                .split('\u{1}')
-                .map(|v| (v != "<null>").then(|| v.to_string()))
-                .collect();
-            (id, values)
-        })
-        .collect()
+    cross::mysql_rows(pool, table, &exprs).await
 }
 
 #[tokio::test(flavor = "multi_thread")]

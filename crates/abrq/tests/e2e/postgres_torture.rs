@@ -187,13 +187,7 @@ async fn printed(pool: &PgPool, table: &str) -> BTreeMap<i32, Vec<Option<String>
             false => format!("{}::text", quote(n)),
         })
         .collect();
-    let sql = format!("SELECT id, ARRAY[{}] FROM {table}", cols.join(", "));
-    sqlx::query_as::<_, (i32, Vec<Option<String>>)>(&sql)
-        .fetch_all(pool)
-        .await
-        .unwrap_or_default()
-        .into_iter()
-        .collect()
+    cross::pg_rows(pool, table, &cols).await
 }
 
 #[tokio::test(flavor = "multi_thread")]

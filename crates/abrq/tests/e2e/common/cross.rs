@@ -23,9 +23,19 @@ pub async fn mysql_printed(
     table: &str,
     names: &[&str],
 ) -> BTreeMap<i32, Vec<Option<String>>> {
-    let cols: Vec<String> = names
+    let exprs: Vec<String> = names.iter().map(|n| format!("`{n}`")).collect();
+    mysql_rows(pool, table, &exprs).await
+}
+
+/// `exprs` of every row, as MySQL prints them (`id` the row's key).
+pub async fn mysql_rows(
+    pool: &MySqlPool,
+    table: &str,
+    exprs: &[String],
+) -> BTreeMap<i32, Vec<Option<String>>> {
+    let cols: Vec<String> = exprs
         .iter()
-        .map(|n| format!("COALESCE(CAST(`{n}` AS CHAR), '<null>')"))
+        .map(|e| format!("COALESCE(CAST({e} AS CHAR), '<null>')"))
         .collect();
     let sql = format!(
         "SELECT id, CONCAT_WS(CHAR(1), {}) FROM {table}",
@@ -52,11 +62,21 @@ pub async fn pg_printed(
     table: &str,
     names: &[&str],
 ) -> BTreeMap<i32, Vec<Option<String>>> {
-    let cols: Vec<String> = names
+    let exprs: Vec<String> = names
         .iter()
         .map(|n| format!("\"{}\"::text", n.replace('"', "\"\"")))
         .collect();
-    let sql = format!("SELECT id, ARRAY[{}] FROM {table}", cols.join(", "));
+    pg_rows(pool, table, &exprs).await
+}
+
+/// `exprs` (text) of every row, as PostgreSQL prints them (`id` the
+/// row's key).
+pub async fn pg_rows(
+    pool: &PgPool,
+    table: &str,
+    exprs: &[String],
+) -> BTreeMap<i32, Vec<Option<String>>> {
+    let sql = format!("SELECT id, ARRAY[{}] FROM {table}", exprs.join(", "));
     sqlx::query_as::<_, (i32, Vec<Option<String>>)>(&sql)
         .fetch_all(pool)
         .await
