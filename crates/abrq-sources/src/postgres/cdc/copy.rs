@@ -68,7 +68,9 @@ impl PgCopy {
 
 /// Locks `tables` for the transaction and fails when one was rewritten
 /// between the snapshot and the lock: its file under the snapshot's
-/// catalog then differs from the one the server reads now.
+/// catalog then differs from the one the server reads now. A partitioned
+/// table has no file: each of its partitions is checked (the lock takes
+/// them too).
 async fn hold(conn: &mut PgConnection, tables: &[TableName]) -> Result<(), SourceError> {
     if tables.is_empty() {
         return Ok(());
@@ -84,8 +86,9 @@ async fn hold(conn: &mut PgConnection, tables: &[TableName]) -> Result<(), Sourc
     .await?;
     for table in tables {
         let moved: bool = sqlx::query_scalar(
-            "SELECT c.relfilenode <> pg_relation_filenode(c.oid) FROM pg_class c \
-             WHERE c.oid = to_regclass($1)",
+            "SELECT coalesce(bool_or(c.relfilenode <> pg_relation_filenode(c.oid)), false) \
+             FROM pg_partition_tree(to_regclass($1)) p JOIN pg_class c ON c.oid = p.relid \
+             WHERE p.isleaf",
         )
         .bind(table.quoted())
         .fetch_optional(&mut *conn)

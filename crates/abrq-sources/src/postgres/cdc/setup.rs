@@ -150,7 +150,9 @@ pub async fn missing(
 
 /// Creates the publication for `tables` if it is missing, and adds the
 /// tables an existing one lacks; the tables added (all of them when it
-/// was made).
+/// was made). A partitioned table is published as its root
+/// (`publish_via_partition_root`): its changes, in any partition, present
+/// or added later, carry the root's name and columns.
 pub async fn ensure_publication(
     conn: &mut PgConnection,
     publication: &str,
@@ -167,13 +169,14 @@ pub async fn ensure_publication(
     let (sql, added) = match exists {
         None => (
             format!(
-                "CREATE PUBLICATION {} FOR TABLE {}",
+                "CREATE PUBLICATION {} FOR TABLE {} WITH (publish_via_partition_root = true)",
                 quote(publication),
                 list(tables)
             ),
             tables.to_vec(),
         ),
         Some(_) => {
+            via_root(conn, publication).await?;
             let lacking = lacking(conn, publication, tables).await?;
             if lacking.is_empty() {
                 return Ok(lacking);
@@ -194,6 +197,32 @@ pub async fn ensure_publication(
     })?;
     tracing::info!(%publication, tables = tables.len(), "publication ready");
     Ok(added)
+}
+
+/// An existing publication made without `publish_via_partition_root`
+/// gets it (before, a partitioned table's changes carried its partitions'
+/// names).
+async fn via_root(conn: &mut PgConnection, publication: &str) -> Result<(), SourceError> {
+    let via: bool = sqlx::query_scalar("SELECT pubviaroot FROM pg_publication WHERE pubname = $1")
+        .bind(publication)
+        .fetch_one(&mut *conn)
+        .await
+        .map_err(|e| SourceError::from_client("cannot read publications", e))?;
+    if via {
+        return Ok(());
+    }
+    let sql = format!(
+        "ALTER PUBLICATION {} SET (publish_via_partition_root = true)",
+        quote(publication)
+    );
+    sqlx::query(&sql).execute(&mut *conn).await.map_err(|e| {
+        SourceError::from_client(
+            format!("cannot publish {publication:?} via partition roots"),
+            e,
+        )
+    })?;
+    tracing::info!(%publication, "publication now publishes partitioned tables as their roots");
+    Ok(())
 }
 
 /// The tables of `tables` the publication does not hold: created since
