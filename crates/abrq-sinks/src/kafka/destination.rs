@@ -130,6 +130,9 @@ impl KafkaDestination {
         // the topic and table of the current scope, rendered once per scope
         let mut scope: Option<(Arc<str>, Option<Arc<str>>)> = None;
         let mut current = None;
+        // each table's key columns, as the batch declares them (a table's
+        // schema comes once per batch, at its first scope)
+        let mut keys: HashMap<Option<&abrq_core::TableRef>, Vec<String>> = HashMap::new();
         for (index, table, item) in abrq_core::scoped(&batch.items) {
             match item {
                 Item::Record(r) => {
@@ -150,17 +153,19 @@ impl KafkaDestination {
                         op: r.op,
                         topic,
                         table,
-                        key: self
-                            .settings
-                            .partition_key
-                            .as_deref()
-                            .and_then(|f| message::key(r, f)),
+                        key: match self.settings.partition_key.as_deref() {
+                            Some(f) => message::key(r, f),
+                            None => keys.get(&current).and_then(|k| message::primary_key(r, k)),
+                        },
                         value: message::value(r, index)?,
                     })
                 }
                 // Kafka is a sink only: no truncation, no schema evolution.
                 Item::Truncate => report.ignored_truncates += 1,
-                Item::Schema { .. } => report.ignored_schemas += 1,
+                Item::Schema { columns } => {
+                    report.ignored_schemas += 1;
+                    keys.insert(table, message::declared_key(columns));
+                }
                 Item::Table(_) => {}
             }
         }

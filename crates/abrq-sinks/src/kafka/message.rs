@@ -1,12 +1,14 @@
 //! One record as one Kafka message: the value is the record's fields as
 //! JSON (plus `_abrq_op` for updates and deletes, as in JSONL objects), the
-//! key is the `partition_key` field's value, and three headers let
+//! key is the `partition_key` field's value, or without one a database
+//! source's primary key as a JSON object (so every change of a row goes
+//! to one partition, in order), and three headers let
 //! consumers deduplicate and tell operations apart (a fourth, `abrq_table`,
 //! names a database source's table).
 
 use abrq_core::{DeliveryError, Op, Record};
 use rdkafka::message::{Header, OwnedHeaders};
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use crate::failure::Failure;
 use crate::object::encode::{check_op_field, FlatJson};
@@ -38,6 +40,32 @@ pub fn key(record: &Record, field: &str) -> Option<String> {
         Value::String(s) => Some(s.clone()),
         other => Some(other.to_string()),
     }
+}
+
+/// The key columns a schema instruction marks `primary_key`, in order.
+pub fn declared_key(columns: &Map<String, Value>) -> Vec<String> {
+    columns
+        .iter()
+        .filter(|(_, v)| v.get("primary_key").and_then(Value::as_bool) == Some(true))
+        .map(|(k, _)| k.clone())
+        .collect()
+}
+
+/// The record's primary key as a JSON object (`{"id":7}`), in the key's
+/// column order. None without a key, or when the record lacks a value of
+/// it: such a record is placed round-robin.
+pub fn primary_key(record: &Record, columns: &[String]) -> Option<String> {
+    if columns.is_empty() {
+        return None;
+    }
+    let mut key = Map::with_capacity(columns.len());
+    for c in columns {
+        match record.fields.get(c) {
+            None | Some(Value::Null) => return None,
+            Some(v) => key.insert(c.clone(), v.clone()),
+        };
+    }
+    Some(Value::Object(key).to_string())
 }
 
 /// `abrq_idempotency_key` = `{batch key}:{item index}`: unique per record,

@@ -178,6 +178,27 @@ fn value_marks_only_non_inserts_and_key_is_the_fields_text() {
 }
 
 #[test]
+fn without_a_partition_key_a_declared_primary_key_keys_the_message() {
+    let declared = json!({
+        "region": {"type": "text", "primary_key": true},
+        "v": {"type": "integer"},
+        "id": {"type": "integer", "primary_key": true},
+    });
+    let key = message::declared_key(declared.as_object().unwrap());
+    assert_eq!(key, ["region", "id"]);
+    let insert = rec(Op::Insert, json!({"id": 7, "region": "eu", "v": 1}));
+    let delete = rec(Op::Delete, json!({"region": "eu", "id": 7}));
+    let want = Some(r#"{"region":"eu","id":7}"#.to_string());
+    assert_eq!(message::primary_key(&insert, &key), want);
+    assert_eq!(message::primary_key(&delete, &key), want);
+    assert_eq!(
+        message::primary_key(&rec(Op::Delete, json!({"id": 7})), &key),
+        None
+    );
+    assert_eq!(message::primary_key(&insert, &[]), None);
+}
+
+#[test]
 fn headers_name_record_stream_and_op() {
     let h = message::headers("k", 3, "orders", Op::Update, None);
     let got: Vec<(String, Vec<u8>)> = h

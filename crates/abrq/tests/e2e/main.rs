@@ -77,6 +77,8 @@ mod postgres_cdc_edges;
 #[cfg(feature = "services")]
 mod postgres_cdc_errors;
 #[cfg(feature = "services")]
+mod postgres_cdc_kafka;
+#[cfg(feature = "services")]
 mod postgres_cdc_partitions;
 #[cfg(feature = "services")]
 mod postgres_cdc_snapshot;
