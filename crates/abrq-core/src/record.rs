@@ -98,6 +98,15 @@ impl Item {
     }
 }
 
+/// The columns a schema instruction marks `primary_key`, in its order.
+pub fn key_columns(columns: &Map<String, Value>) -> Vec<String> {
+    columns
+        .iter()
+        .filter(|(_, v)| v.get("primary_key").and_then(Value::as_bool) == Some(true))
+        .map(|(k, _)| k.clone())
+        .collect()
+}
+
 /// Each item of a batch (table scopes left out) with its index and the
 /// source table it belongs to (`None` before any scope).
 pub fn scoped(items: &[Item]) -> impl Iterator<Item = (usize, Option<&TableRef>, &Item)> {

@@ -164,7 +164,7 @@ impl KafkaDestination {
                 Item::Truncate => report.ignored_truncates += 1,
                 Item::Schema { columns } => {
                     report.ignored_schemas += 1;
-                    keys.insert(table, message::declared_key(columns));
+                    keys.insert(table, abrq_core::key_columns(columns));
                 }
                 Item::Table(_) => {}
             }

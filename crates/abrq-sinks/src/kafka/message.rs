@@ -42,15 +42,6 @@ pub fn key(record: &Record, field: &str) -> Option<String> {
     }
 }
 
-/// The key columns a schema instruction marks `primary_key`, in order.
-pub fn declared_key(columns: &Map<String, Value>) -> Vec<String> {
-    columns
-        .iter()
-        .filter(|(_, v)| v.get("primary_key").and_then(Value::as_bool) == Some(true))
-        .map(|(k, _)| k.clone())
-        .collect()
-}
-
 /// The record's primary key as a JSON object (`{"id":7}`), in the key's
 /// column order. None without a key, or when the record lacks a value of
 /// it: such a record is placed round-robin.

@@ -184,7 +184,7 @@ fn without_a_partition_key_a_declared_primary_key_keys_the_message() {
         "v": {"type": "integer"},
         "id": {"type": "integer", "primary_key": true},
     });
-    let key = message::declared_key(declared.as_object().unwrap());
+    let key = abrq_core::key_columns(declared.as_object().unwrap());
     assert_eq!(key, ["region", "id"]);
     let insert = rec(Op::Insert, json!({"id": 7, "region": "eu", "v": 1}));
     let delete = rec(Op::Delete, json!({"region": "eu", "id": 7}));

@@ -319,14 +319,7 @@ fn declared_key(batch: Items) -> Vec<String> {
         Item::Schema { columns } => Some(columns),
         _ => None,
     });
-    last.map(|columns| {
-        columns
-            .iter()
-            .filter(|(_, v)| v.get("primary_key").and_then(Value::as_bool) == Some(true))
-            .map(|(k, _)| k.clone())
-            .collect()
-    })
-    .unwrap_or_default()
+    last.map(abrq_core::key_columns).unwrap_or_default()
 }
 
 /// A declared type is a type name, or an object with a `type` key.

@@ -382,17 +382,26 @@ pub fn beyond_engine(ty: &SqlType, v: &Value, d: Dialect) -> bool {
 /// Whether arrays and objects nest in `v` more than `limit` deep (walked
 /// without recursion: a value may be thousands deep).
 fn nested_deeper(v: &Value, limit: usize) -> bool {
-    let mut stack = vec![(v, 0usize)];
+    // a scalar, the common case, costs nothing
+    if !matches!(v, Value::Array(_) | Value::Object(_)) {
+        return false;
+    }
+    // containers only, each with how many containers hold it (itself too)
+    let container = |c: &&Value| matches!(c, Value::Array(_) | Value::Object(_));
+    let mut stack = vec![(v, 1usize)];
     while let Some((v, depth)) = stack.pop() {
-        let inner: Vec<&Value> = match v {
-            Value::Array(items) => items.iter().collect(),
-            Value::Object(fields) => fields.values().collect(),
-            _ => continue,
-        };
-        if depth + 1 > limit {
+        if depth > limit {
             return true;
         }
-        stack.extend(inner.into_iter().map(|i| (i, depth + 1)));
+        match v {
+            Value::Array(items) => {
+                stack.extend(items.iter().filter(container).map(|i| (i, depth + 1)));
+            }
+            Value::Object(fields) => {
+                stack.extend(fields.values().filter(container).map(|i| (i, depth + 1)));
+            }
+            _ => {}
+        }
     }
     false
 }

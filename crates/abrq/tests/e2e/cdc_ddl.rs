@@ -400,6 +400,26 @@ async fn mariadb_backlog_altered_after_its_changes_is_refused_without_column_nam
         .await;
 }
 
+/// One stream from `source` into a postgres upsert replica table per
+/// source table (`{table}`) in `dst_schema`, started, its copy done.
+async fn start_with_table_replicas(abrq: &mut Abrq, source: Source, dst_schema: &str) {
+    let replica = Destination::postgres("replica")
+        .connection(&pg::url())
+        .schema(dst_schema)
+        .table("{table}")
+        .mode("upsert");
+    let stream = Stream::new("ddl", source).max_wait("20ms");
+    let text = Config::new(abrq)
+        .stream(stream.destination(replica))
+        .to_string();
+    abrq.write_config(&text);
+    abrq.start().await;
+    abrq.wait_status("ddl", "the copy done", |st| {
+        st["source"]["position"]["snapshot"]["state"] == "done"
+    })
+    .await;
+}
+
 /// `id=v` of every row, as PostgreSQL prints them.
 async fn pg_rows(pool: &PgPool, table: &str) -> Vec<String> {
     sqlx::query_scalar(&format!("SELECT t::text FROM {table} AS t ORDER BY id"))
@@ -442,23 +462,7 @@ async fn postgres_table_dropped_and_created_again_is_taken_up_with_its_rows() {
         .tables(&[&format!("{schema}.*")])
         .slot(&slot)
         .publication(&slot);
-    let text = Config::new(&abrq)
-        .stream(
-            Stream::new("ddl", source).max_wait("20ms").destination(
-                Destination::postgres("replica")
-                    .connection(&pg::url())
-                    .schema(&dst_schema)
-                    .table("{table}")
-                    .mode("upsert"),
-            ),
-        )
-        .to_string();
-    abrq.write_config(&text);
-    abrq.start().await;
-    abrq.wait_status("ddl", "the copy done", |st| {
-        st["source"]["position"]["snapshot"]["state"] == "done"
-    })
-    .await;
+    start_with_table_replicas(&mut abrq, source, &dst_schema).await;
     let replica_t = format!("\"{dst_schema}\".t");
     wait_until(LONG, "the copy in the replica", async || {
         sqlx::query_scalar::<_, i64>(&format!("SELECT count(*) FROM {replica_t}"))
@@ -663,23 +667,7 @@ async fn postgres_table_renamed_is_followed_or_stops_by_name() {
             .tables(&[&tables])
             .slot(&slot)
             .publication(&slot);
-        let text = Config::new(&abrq)
-            .stream(
-                Stream::new("ddl", source).max_wait("20ms").destination(
-                    Destination::postgres("replica")
-                        .connection(&pg::url())
-                        .schema(&dst_schema)
-                        .table("{table}")
-                        .mode("upsert"),
-                ),
-            )
-            .to_string();
-        abrq.write_config(&text);
-        abrq.start().await;
-        abrq.wait_status("ddl", "the copy done", |st| {
-            st["source"]["position"]["snapshot"]["state"] == "done"
-        })
-        .await;
+        start_with_table_replicas(&mut abrq, source, &dst_schema).await;
         for sql in [
             format!("ALTER TABLE {t} RENAME TO t2"),
             format!("INSERT INTO \"{schema}\".t2 VALUES (2, 20)"),

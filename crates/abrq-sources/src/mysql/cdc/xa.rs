@@ -14,8 +14,8 @@ use std::collections::VecDeque;
 
 use mysql_async::binlog::events::Event;
 
-use super::super::super::cdc::Step;
 use super::BinlogAt;
+use crate::cdc::Step;
 use crate::error::{Failure, SourceError};
 
 /// The binlog read ahead of one prepared transaction is held in memory up

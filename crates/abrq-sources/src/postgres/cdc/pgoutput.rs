@@ -198,8 +198,7 @@ impl PgCdc {
             }
             M::Insert { relation_id, tuple } => {
                 let rel = relation(session, relation_id)?;
-                readable(rel, &tuple)?;
-                let fields = row(rel, &tuple, None);
+                let fields = row(rel, &tuple, None)?;
                 (
                     rel.table.clone(),
                     Record {
@@ -215,16 +214,15 @@ impl PgCdc {
                 ..
             } => {
                 let rel = relation(session, relation_id)?;
-                readable(rel, &new_tuple)?;
-                if let Some(old) = &old_tuple {
-                    readable(rel, old)?;
-                }
-                let fields = row(rel, &new_tuple, old_tuple.as_ref());
+                let fields = row(rel, &new_tuple, old_tuple.as_ref())?;
                 let table = rel.table.clone();
                 // a new key, or a keyless row matched by its whole old
                 // image: the old row's delete, then the new row
-                let moved = old_tuple.as_ref().filter(|old| moved(rel, old, &new_tuple));
-                match moved.map(|old| key_row(rel, old)) {
+                let moved = match &old_tuple {
+                    Some(old) if moved(rel, old, &new_tuple)? => Some(key_row(rel, old)?),
+                    Some(_) | None => None,
+                };
+                match moved {
                     Some(gone) => {
                         let new = Record {
                             op: Op::Insert,
@@ -257,8 +255,7 @@ impl PgCdc {
                 ..
             } => {
                 let rel = relation(session, relation_id)?;
-                readable(rel, &old_tuple)?;
-                let fields = key_row(rel, &old_tuple);
+                let fields = key_row(rel, &old_tuple)?;
                 (
                     rel.table.clone(),
                     Record {
@@ -341,7 +338,11 @@ fn relation(session: &Session, id: u32) -> Result<&Relation, SourceError> {
 /// A record's fields from a tuple; an unchanged TOAST value comes from
 /// the old tuple when the table sends one (REPLICA IDENTITY FULL), and is
 /// left out otherwise, never written as null.
-fn row(rel: &Relation, tuple: &TupleData, old: Option<&TupleData>) -> Map<String, Value> {
+fn row(
+    rel: &Relation,
+    tuple: &TupleData,
+    old: Option<&TupleData>,
+) -> Result<Map<String, Value>, SourceError> {
     let mut out = Map::with_capacity(rel.columns.len());
     for (i, col) in rel.columns.iter().enumerate() {
         let Some(cell) = tuple.columns.get(i) else {
@@ -352,64 +353,66 @@ fn row(rel: &Relation, tuple: &TupleData, old: Option<&TupleData>) -> Map<String
             (true, _) => continue,
             (false, _) => cell,
         };
-        out.insert(col.name.clone(), value(col, cell));
+        out.insert(col.name.clone(), value(rel, col, cell)?);
     }
-    out
+    Ok(out)
 }
 
 /// Whether an update's old image names another row than its new one:
 /// a key column changed, or (a table without a key, `REPLICA IDENTITY
 /// FULL`) the old image is the only way to find the row.
-fn moved(rel: &Relation, old: &TupleData, new: &TupleData) -> bool {
+fn moved(rel: &Relation, old: &TupleData, new: &TupleData) -> Result<bool, SourceError> {
     if !rel.columns.iter().any(|c| c.key) {
-        return true;
+        return Ok(true);
     }
-    rel.columns.iter().enumerate().any(|(i, col)| {
+    for (i, col) in rel.columns.iter().enumerate() {
         let (Some(a), Some(b)) = (old.columns.get(i), new.columns.get(i)) else {
-            return false;
+            continue;
         };
-        col.key && !a.is_unchanged() && !b.is_unchanged() && value(col, a) != value(col, b)
-    })
+        if col.key
+            && !a.is_unchanged()
+            && !b.is_unchanged()
+            && value(rel, col, a)? != value(rel, col, b)?
+        {
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }
 
 /// A delete's fields: the key columns of the old tuple (all of them with
 /// REPLICA IDENTITY FULL; on a table without a key every column, nulls
 /// too, since the whole row is what finds it).
-fn key_row(rel: &Relation, tuple: &TupleData) -> Map<String, Value> {
+fn key_row(rel: &Relation, tuple: &TupleData) -> Result<Map<String, Value>, SourceError> {
     let keyless = !rel.columns.iter().any(|c| c.key);
     let mut out = Map::new();
     for (i, col) in rel.columns.iter().enumerate() {
         if let Some(cell) = tuple.columns.get(i) {
             if (keyless || col.key || !cell.is_null()) && !cell.is_unchanged() {
-                out.insert(col.name.clone(), value(col, cell));
+                out.insert(col.name.clone(), value(rel, col, cell)?);
             }
         }
     }
-    out
+    Ok(out)
 }
 
-/// Every value of the tuple is text abrq can read (the session asks for
-/// text in UTF-8): anything else stops the source naming the column,
-/// never a NULL in its place.
-fn readable(rel: &Relation, tuple: &TupleData) -> Result<(), SourceError> {
-    for (col, cell) in rel.columns.iter().zip(&tuple.columns) {
-        if !cell.is_null() && !cell.is_unchanged() && cell.as_str().is_none() {
-            return Err(SourceError::new(
-                Failure::Decode,
-                format!(
-                    "pgoutput: the value of {}.{} is not UTF-8 text",
-                    rel.table.table, col.name
-                ),
-            ));
-        }
+/// A value as JSON. The session asks for text in UTF-8: a value that is
+/// not stops the source naming the column, never a NULL in its place.
+fn value(rel: &Relation, col: &Column, cell: &ColumnData) -> Result<Value, SourceError> {
+    if cell.is_null() {
+        return Ok(Value::Null);
     }
-    Ok(())
-}
-
-fn value(col: &Column, cell: &ColumnData) -> Value {
-    match cell.as_str() {
-        Some(text) if !cell.is_null() && col.elem != 0 => values::array_to_json(col.elem, &text),
-        Some(text) if !cell.is_null() => values::to_json(col.oid, &text),
-        _ => Value::Null,
-    }
+    let Some(text) = cell.as_str() else {
+        return Err(SourceError::new(
+            Failure::Decode,
+            format!(
+                "pgoutput: the value of {}.{} is not UTF-8 text",
+                rel.table.table, col.name
+            ),
+        ));
+    };
+    Ok(match col.elem {
+        0 => values::to_json(col.oid, &text),
+        elem => values::array_to_json(elem, &text),
+    })
 }

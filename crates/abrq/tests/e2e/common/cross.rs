@@ -113,6 +113,16 @@ pub fn differences(
     wrong
 }
 
+/// Fails naming the first differences `differences` found at `what`.
+pub fn assert_none(what: &str, wrong: &[String]) {
+    assert!(
+        wrong.is_empty(),
+        "{what} differs from the history ({} values), first: {:#?}",
+        wrong.len(),
+        &wrong[..wrong.len().min(10)]
+    );
+}
+
 /// Whether the other engine's `got` is the history's `want`.
 pub fn same_value(want: &Value, got: Option<&str>) -> bool {
     let Some(got) = got else {
