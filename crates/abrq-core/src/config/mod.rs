@@ -91,10 +91,15 @@ impl Config {
             let engine = src.engine.as_str();
             src.options
                 .locate(text, "streams.source", engine, stream, line);
+            let origin = SourceOrigin {
+                engine: Some(src.engine),
+                database: src.options.text("database"),
+            };
             for d in &mut s.destinations {
                 let line = line_of(text, d);
                 let d = d.get_mut();
                 d.line = line;
+                d.source = origin.clone();
                 let owner = format!("destination {:?}", d.name.0);
                 let engine = d.engine.as_str();
                 d.options

@@ -361,6 +361,17 @@ pub struct DestinationConfig {
     pub options: Options,
     /// The table's line in the file (1-based).
     pub line: usize,
+    /// The stream's source, for a destination that names it in what it
+    /// writes (Kafka's Debezium envelope); set once the file is parsed.
+    pub source: SourceOrigin,
+}
+
+/// What a destination may know of its stream's source.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SourceOrigin {
+    pub engine: Option<SourceEngine>,
+    /// The source's `database` key, when it has one.
+    pub database: Option<String>,
 }
 
 impl<'de> Deserialize<'de> for DestinationConfig {
@@ -413,6 +424,7 @@ impl<'de> Deserialize<'de> for DestinationConfig {
                     breaker,
                     options,
                     line: 0,
+                    source: SourceOrigin::default(),
                 })
             }
         }

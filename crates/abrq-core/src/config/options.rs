@@ -96,6 +96,14 @@ impl Options {
         self.entries.is_empty()
     }
 
+    /// `key`'s value when it is a string, its `${VAR}`s filled in.
+    pub fn text(&self, key: &str) -> Option<String> {
+        let e = self.entries.iter().find(|e| e.key == key)?;
+        e.value
+            .as_str()
+            .and_then(|raw| super::values::interpolate(raw).ok())
+    }
+
     /// The line `key` is written on, for an engine's own checks.
     pub fn line_of(&self, key: &str) -> Option<usize> {
         self.entries.iter().find(|e| e.key == key).map(|e| e.line)

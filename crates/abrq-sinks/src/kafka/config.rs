@@ -8,7 +8,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use abrq_core::config::{DestinationConfig, Secret, Text};
+use abrq_core::config::{DestinationConfig, Secret, SourceOrigin, Text};
 use rdkafka::ClientConfig;
 use serde::Deserialize;
 
@@ -35,6 +35,21 @@ struct KafkaOptions {
     #[serde(default)]
     tls: bool,
     tls_ca_file: Option<Text>,
+    #[serde(default)]
+    format: MessageFormat,
+}
+
+/// The shape of each message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MessageFormat {
+    /// The record's fields as a JSON object, with abrq's headers.
+    #[default]
+    Json,
+    /// Debezium's change envelope, a tombstone after each delete.
+    Debezium,
+    /// A CloudEvent in binary mode: `ce_*` headers, the record as value.
+    Cloudevents,
 }
 
 /// Everything a kafka destination needs, checked. `Debug` shows the SASL
@@ -51,6 +66,9 @@ pub struct KafkaSettings {
     pub topic: Topic,
     /// The field whose value becomes the message key.
     pub partition_key: Option<String>,
+    pub format: MessageFormat,
+    /// The stream's source (Debezium's `source` block names it).
+    pub source: SourceOrigin,
     /// SASL is on when a username is set.
     pub username: Option<String>,
     pub password: Option<Secret>,
@@ -106,6 +124,8 @@ impl KafkaSettings {
             brokers,
             topic,
             partition_key: text(&own.partition_key).map(str::to_string),
+            format: own.format,
+            source: cfg.source.clone(),
             username,
             password,
             sasl_mechanism,

@@ -13,8 +13,10 @@ use rdkafka::producer::future_producer::OwnedDeliveryResult;
 use rdkafka::producer::{DeliveryFuture, FutureProducer, FutureRecord, Producer, PurgeConfig};
 use tokio_util::task::AbortOnDropHandle;
 
-use super::config::KafkaSettings;
+use super::cloudevents;
+use super::config::{KafkaSettings, MessageFormat};
 use super::context::ClientErrors;
+use super::debezium;
 use super::errors::kafka_error;
 use super::message;
 use super::metadata::{fetch_partitions, fetch_topic_count, CHECK_WAIT, METADATA_TIMEOUT};
@@ -33,12 +35,29 @@ const REFUSAL_POLL: Duration = Duration::from_millis(250);
 /// encoded is refused whole, with nothing of it in the topic.
 struct Encoded {
     index: usize,
-    op: Op,
+    /// `abrq_op`: insert, update, delete or truncate.
+    op: &'static str,
     topic: Arc<str>,
     /// The source table, for the `abrq_table` header.
     table: Option<Arc<str>>,
     key: Option<String>,
-    value: Vec<u8>,
+    /// None: a tombstone.
+    value: Option<Vec<u8>>,
+    /// After the idempotency key, for a second message of one record (a
+    /// delete's tombstone).
+    part: &'static str,
+    /// More headers (CloudEvents' attributes).
+    extra: Vec<(&'static str, String)>,
+}
+
+/// A value as JSON; item `index` names the record in an error.
+fn json_bytes(value: &serde_json::Value, index: usize) -> Result<Vec<u8>, DeliveryError> {
+    serde_json::to_vec(value).map_err(|e| {
+        Failure::Encoding {
+            record: Some(index),
+        }
+        .error(e)
+    })
 }
 
 pub struct KafkaDestination {
@@ -126,7 +145,12 @@ impl KafkaDestination {
         report: &mut DeliveryReport,
     ) -> Result<Vec<Encoded>, DeliveryError> {
         let mut out = Vec::with_capacity(batch.items.len());
-        let topic = &self.settings.topic;
+        let settings = &self.settings;
+        let origin = debezium::Origin {
+            source: &settings.source,
+            stream: &settings.stream,
+            staged_ms: batch.meta.staged_at.timestamp_millis(),
+        };
         // the topic and table of the current scope, rendered once per scope
         let mut scope: Option<(Arc<str>, Option<Arc<str>>)> = None;
         let mut current = None;
@@ -134,39 +158,91 @@ impl KafkaDestination {
         // schema comes once per batch, at its first scope)
         let mut keys: HashMap<Option<&abrq_core::TableRef>, Vec<String>> = HashMap::new();
         for (index, table, item) in abrq_core::scoped(&batch.items) {
-            match item {
-                Item::Record(r) => {
-                    if scope.is_none() || current != table {
-                        let name = topic.render(table).map_err(|e| {
-                            Failure::Encoding {
-                                record: Some(index),
-                            }
-                            .error(e)
-                        })?;
-                        let t = table.map(|t| Arc::<str>::from(t.to_string()));
-                        scope = Some((Arc::from(name), t));
-                        current = table;
-                    }
-                    let (topic, table) = scope.clone().expect("set above");
-                    out.push(Encoded {
-                        index,
-                        op: r.op,
-                        topic,
-                        table,
-                        key: match self.settings.partition_key.as_deref() {
-                            Some(f) => message::key(r, f),
-                            None => keys.get(&current).and_then(|k| message::primary_key(r, k)),
-                        },
-                        value: message::value(r, index)?,
-                    })
-                }
+            let record = match item {
+                Item::Record(r) => Some(r),
+                Item::Truncate if settings.format == MessageFormat::Debezium => None,
                 // Kafka is a sink only: no truncation, no schema evolution.
-                Item::Truncate => report.ignored_truncates += 1,
+                Item::Truncate => {
+                    report.ignored_truncates += 1;
+                    continue;
+                }
                 Item::Schema { columns } => {
                     report.ignored_schemas += 1;
                     keys.insert(table, abrq_core::key_columns(columns));
+                    continue;
                 }
-                Item::Table(_) => {}
+                Item::Table(_) => continue,
+            };
+            if scope.is_none() || current != table {
+                let name = settings.topic.render(table).map_err(|e| {
+                    Failure::Encoding {
+                        record: Some(index),
+                    }
+                    .error(e)
+                })?;
+                let t = table.map(|t| Arc::<str>::from(t.to_string()));
+                scope = Some((Arc::from(name), t));
+                current = table;
+            }
+            let (topic, table_name) = scope.clone().expect("set above");
+            let Some(r) = record else {
+                // a truncate, in Debezium's shape (no key: it is no row's)
+                out.push(Encoded {
+                    index,
+                    op: "truncate",
+                    topic,
+                    table: table_name,
+                    key: None,
+                    value: Some(json_bytes(&debezium::truncate(table, &origin), index)?),
+                    part: "",
+                    extra: Vec::new(),
+                });
+                continue;
+            };
+            let key = match settings.partition_key.as_deref() {
+                Some(f) => message::key(r, f),
+                None => keys.get(&current).and_then(|k| message::primary_key(r, k)),
+            };
+            let (value, extra) = match settings.format {
+                MessageFormat::Json => (message::value(r, index)?, Vec::new()),
+                MessageFormat::Debezium => {
+                    let envelope = debezium::change(r, table, &origin);
+                    (json_bytes(&envelope, index)?, Vec::new())
+                }
+                MessageFormat::Cloudevents => {
+                    let id = message::idempotency_key(&batch.meta.idempotency_key, index, "");
+                    let time = message::commit_time(r)
+                        .unwrap_or_else(|| batch.meta.staged_at.to_rfc3339());
+                    let stream = &settings.stream;
+                    let headers =
+                        cloudevents::headers(id, stream, table_name.as_deref(), r.op, time);
+                    (message::value(r, index)?, headers)
+                }
+            };
+            let tombstone =
+                settings.format == MessageFormat::Debezium && r.op == Op::Delete && key.is_some();
+            out.push(Encoded {
+                index,
+                op: r.op.as_str(),
+                topic: topic.clone(),
+                table: table_name.clone(),
+                key: key.clone(),
+                value: Some(value),
+                part: "",
+                extra,
+            });
+            if tombstone {
+                // so a compacted topic forgets the row
+                out.push(Encoded {
+                    index,
+                    op: "delete",
+                    topic,
+                    table: table_name,
+                    key,
+                    value: None,
+                    part: ":tombstone",
+                    extra: Vec::new(),
+                });
             }
         }
         Ok(out)
@@ -187,17 +263,19 @@ impl KafkaDestination {
         let topic = |b: usize, i: usize| topic_of(&work[b].1, i);
         'batches: for (b, (batch, records)) in work.iter().enumerate() {
             for m in records {
+                let id = message::idempotency_key(&batch.meta.idempotency_key, m.index, m.part);
                 let headers = message::headers(
-                    &batch.meta.idempotency_key,
-                    m.index,
+                    &id,
                     &self.settings.stream,
                     m.op,
                     m.table.as_deref(),
+                    &m.extra,
                 );
                 let name: &str = &m.topic;
-                let mut rec = FutureRecord::<str, [u8]>::to(name)
-                    .payload(&m.value)
-                    .headers(headers);
+                let mut rec = FutureRecord::<str, [u8]>::to(name).headers(headers);
+                if let Some(v) = &m.value {
+                    rec = rec.payload(v.as_slice());
+                }
                 match (&m.key, partitions.get(&m.topic)) {
                     (Some(k), _) => rec = rec.key(k.as_str()),
                     (None, Some(&n)) => {
@@ -349,7 +427,10 @@ impl KafkaDestination {
         for ((_, records), report) in work.iter().zip(&mut reports) {
             report.bytes = records
                 .iter()
-                .map(|m| (m.value.len() + m.key.as_ref().map_or(0, String::len)) as u64)
+                .map(|m| {
+                    let value = m.value.as_ref().map_or(0, Vec::len);
+                    (value + m.key.as_ref().map_or(0, String::len)) as u64
+                })
                 .sum();
         }
         Ok(reports)

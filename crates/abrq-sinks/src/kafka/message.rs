@@ -6,7 +6,7 @@
 //! consumers deduplicate and tell operations apart (a fourth, `abrq_table`,
 //! names a database source's table).
 
-use abrq_core::{DeliveryError, Op, Record};
+use abrq_core::{DeliveryError, Record};
 use rdkafka::message::{Header, OwnedHeaders};
 use serde_json::{Map, Value};
 
@@ -59,20 +59,32 @@ pub fn primary_key(record: &Record, columns: &[String]) -> Option<String> {
     Some(Value::Object(key).to_string())
 }
 
-/// `abrq_idempotency_key` = `{batch key}:{item index}`: unique per record,
-/// identical when the batch is replayed.
+/// `{batch key}:{item index}`, then `part` (a second message of one
+/// record: `:tombstone`): unique per message, identical when the batch is
+/// replayed.
+pub fn idempotency_key(batch_key: &str, index: usize, part: &str) -> String {
+    format!("{batch_key}:{index}{part}")
+}
+
+/// The record's commit time from its `_abrq_tx`, when the source gave it.
+pub fn commit_time(record: &Record) -> Option<String> {
+    let tx = record.fields.get(super::debezium::TX_FIELD)?;
+    tx.get("time")?.as_str().map(str::to_string)
+}
+
+/// abrq's headers (`abrq_idempotency_key`, `abrq_stream`, `abrq_op`, and
+/// `abrq_table` for a database source's table), then `extra`.
 pub fn headers(
-    batch_key: &str,
-    index: usize,
+    idempotency: &str,
     stream: &str,
-    op: Op,
+    op: &str,
     table: Option<&str>,
+    extra: &[(&'static str, String)],
 ) -> OwnedHeaders {
-    let idempotency = format!("{batch_key}:{index}");
-    let headers = OwnedHeaders::new_with_capacity(4)
+    let mut headers = OwnedHeaders::new_with_capacity(4 + extra.len())
         .insert(Header {
             key: IDEMPOTENCY_HEADER,
-            value: Some(&idempotency),
+            value: Some(idempotency),
         })
         .insert(Header {
             key: STREAM_HEADER,
@@ -80,13 +92,19 @@ pub fn headers(
         })
         .insert(Header {
             key: OP_HEADER,
-            value: Some(op.as_str()),
+            value: Some(op),
         });
-    match table {
-        Some(t) => headers.insert(Header {
+    if let Some(t) = table {
+        headers = headers.insert(Header {
             key: TABLE_HEADER,
             value: Some(t),
-        }),
-        None => headers,
+        });
     }
+    for (key, value) in extra {
+        headers = headers.insert(Header {
+            key,
+            value: Some(value.as_str()),
+        });
+    }
+    headers
 }

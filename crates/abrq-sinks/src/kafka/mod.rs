@@ -5,8 +5,10 @@
 //! `sasl_mechanism` PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512), `tls` and
 //! `tls_ca_file` for TLS.
 
+mod cloudevents;
 pub mod config;
 mod context;
+mod debezium;
 mod destination;
 pub mod errors;
 pub mod message;
@@ -23,7 +25,7 @@ use abrq_core::Destination;
 
 use crate::keys::BuildError;
 
-pub use config::{KafkaSettings, SaslMechanism};
+pub use config::{KafkaSettings, MessageFormat, SaslMechanism};
 pub use destination::KafkaDestination;
 /// The client, for callers that need it beside the destination (the
 /// bench's raw producer), at the same version and features.

@@ -200,7 +200,8 @@ fn without_a_partition_key_a_declared_primary_key_keys_the_message() {
 
 #[test]
 fn headers_name_record_stream_and_op() {
-    let h = message::headers("k", 3, "orders", Op::Update, None);
+    let id = message::idempotency_key("k", 3, "");
+    let h = message::headers(&id, "orders", Op::Update.as_str(), None, &[]);
     let got: Vec<(String, Vec<u8>)> = h
         .iter()
         .map(|h| (h.key.to_string(), h.value.unwrap().to_vec()))

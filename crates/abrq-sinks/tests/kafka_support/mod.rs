@@ -64,6 +64,8 @@ pub fn settings(brokers: &str, topic: &str, partition_key: Option<&str>) -> Kafk
         brokers: brokers.into(),
         topic: abrq_sinks::kafka::topic::Topic::parse(topic).expect("a valid topic"),
         partition_key: partition_key.map(str::to_string),
+        format: Default::default(),
+        source: Default::default(),
         username: None,
         password: None,
         sasl_mechanism: SaslMechanism::Plain,

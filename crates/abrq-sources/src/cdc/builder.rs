@@ -9,6 +9,9 @@ use abrq_core::{Item, Record, TableRef};
 use super::protocol::Table;
 use crate::chunk::{record_bytes, Chunk, Limits};
 
+/// The field each change carries its transaction in, when asked.
+pub const TX_FIELD: &str = "_abrq_tx";
+
 #[derive(Default)]
 pub struct Builder {
     pub chunk: Chunk,
@@ -16,9 +19,18 @@ pub struct Builder {
     scope: Option<TableRef>,
     /// The shape each table of the chunk was declared with.
     declared: Vec<Arc<Table>>,
+    /// Tables declare `_abrq_tx` (a JSON column) beside their own.
+    tx_column: bool,
 }
 
 impl Builder {
+    pub fn with_tx_column(tx_column: bool) -> Self {
+        Builder {
+            tx_column,
+            ..Builder::default()
+        }
+    }
+
     pub fn record(&mut self, table: &Arc<Table>, record: Record) {
         self.scope_to(table);
         self.declare_once(table);
@@ -76,9 +88,11 @@ impl Builder {
             return;
         }
         self.forget(&table.table);
-        self.chunk.items.push(Item::Schema {
-            columns: table.declared.clone(),
-        });
+        let mut columns = table.declared.clone();
+        if self.tx_column {
+            columns.insert(TX_FIELD.into(), "json".into());
+        }
+        self.chunk.items.push(Item::Schema { columns });
         self.declared.push(table.clone());
     }
 

@@ -23,5 +23,5 @@ pub mod reader;
 
 pub use backfill::Backfills;
 pub use cursor::{CopyAt, Cursor, Staged};
-pub use protocol::{CopyPage, Ctx, Opening, Protocol, Step, Table, View};
+pub use protocol::{CopyPage, Ctx, Opening, Protocol, Step, Table, TxInfo, View};
 pub use reader::ChangeReader;

@@ -26,11 +26,23 @@ pub struct Table {
     pub declared: Map<String, Value>,
 }
 
+/// What a transaction's first event says of it, for `_abrq_tx`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TxInfo {
+    /// The server's id of it: PostgreSQL's xid, MariaDB's GTID, or for a
+    /// server without GTIDs the binlog place where it begins.
+    pub id: String,
+    /// PostgreSQL: its commit LSN; the binlog: `file:pos` where it begins.
+    pub position: String,
+    /// Its commit time (the binlog: its first event's time, in seconds).
+    pub time: Option<SystemTime>,
+}
+
 /// One thing read from the change stream.
 #[derive(Debug)]
 pub enum Step<A> {
     /// A source transaction begins.
-    Begin,
+    Begin(TxInfo),
     /// A row changed.
     Change(Arc<Table>, Record),
     /// The tables were emptied (one change, however many tables).

@@ -16,7 +16,8 @@ use super::backfill::Backfills;
 use super::builder::Builder;
 use super::cursor::{CopyAt, Cursor, Staged};
 use super::deadline::{self, within};
-use super::protocol::{Ctx, Opening, Protocol, Step, View};
+use super::protocol::{Ctx, Opening, Protocol, Step, TxInfo, View};
+use crate::cdc::builder::TX_FIELD;
 use crate::chunk::{Chunk, Limits};
 use crate::error::{Failure, SourceError};
 use crate::progress::Progress;
@@ -49,9 +50,28 @@ struct Txn {
     changes: u64,
     /// Changes at its start a restart already staged.
     skip: u64,
+    /// What its first event said of it.
+    info: Option<TxInfo>,
+    /// Changes of it seen so far per table (`_abrq_tx.table_index`).
+    per_table: Vec<(abrq_core::TableRef, u64)>,
 }
 
 impl Txn {
+    /// The index of a change of `table` among the transaction's changes
+    /// of that table, counting this one.
+    fn table_index(&mut self, table: &abrq_core::TableRef) -> u64 {
+        match self.per_table.iter_mut().find(|(t, _)| t == table) {
+            Some((_, n)) => {
+                *n += 1;
+                *n - 1
+            }
+            None => {
+                self.per_table.push((table.clone(), 1));
+                0
+            }
+        }
+    }
+
     /// One more change; false when a restart staged it already.
     fn counts(&mut self) -> bool {
         self.changes += 1;
@@ -82,6 +102,8 @@ pub struct ChangeReader<P: Protocol> {
     heard: Instant,
     /// When the protocol last said whether what it captures changed.
     audited: Instant,
+    /// Each change carries `_abrq_tx` (`transaction_metadata = true`).
+    tx_metadata: bool,
 }
 
 impl<P: Protocol> ChangeReader<P> {
@@ -108,7 +130,14 @@ impl<P: Protocol> ChangeReader<P> {
             confirmed: None,
             heard: Instant::now(),
             audited: Instant::now(),
+            tx_metadata: false,
         })
+    }
+
+    /// Each change carries `_abrq_tx`, and each table declares it.
+    pub fn with_tx_metadata(mut self, on: bool) -> Self {
+        self.tx_metadata = on;
+        self
     }
 
     pub fn protocol(&self) -> &P {
@@ -285,7 +314,7 @@ impl<P: Protocol> ChangeReader<P> {
                 return Ok(Chunk::default());
             }
         }
-        let mut out = Builder::default();
+        let mut out = Builder::with_tx_column(self.tx_metadata);
         let ctx = Ctx {
             wait: FIRST_WAIT,
             in_txn: self.txn.open,
@@ -349,12 +378,23 @@ impl<P: Protocol> ChangeReader<P> {
             wait = NEXT_WAIT;
             first.get_or_insert_with(Instant::now);
             match step {
-                Step::Begin => {
+                Step::Begin(info) => {
                     self.txn.open = true;
                     self.txn.changes = 0;
+                    self.txn.info = Some(info);
+                    self.txn.per_table.clear();
                 }
-                Step::Change(table, record) => {
+                Step::Change(table, mut record) => {
+                    let in_table = match self.tx_metadata {
+                        true => self.txn.table_index(&table.table),
+                        false => 0,
+                    };
                     if self.txn.counts() {
+                        if self.tx_metadata {
+                            let at = (self.txn.changes - 1, in_table);
+                            let tx = tx_field(self.txn.info.as_ref(), at);
+                            record.fields.insert(TX_FIELD.into(), tx);
+                        }
                         out.record(&table, record);
                     }
                     if out.is_full(limits) && self.txn.open {
@@ -440,6 +480,22 @@ impl<P: Protocol> ChangeReader<P> {
             _ => serde_json::json!({"state": "done", "rows": self.copied_rows}),
         }
     }
+}
+
+/// `_abrq_tx`: the change's transaction (id, commit position, commit
+/// time), its index in it and among its table's changes in it, from 0.
+fn tx_field(info: Option<&TxInfo>, (index, table_index): (u64, u64)) -> serde_json::Value {
+    let time = info.and_then(|i| i.time).map(|t| {
+        chrono::DateTime::<chrono::Utc>::from(t)
+            .to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
+    });
+    serde_json::json!({
+        "id": info.map(|i| &i.id),
+        "position": info.map(|i| &i.position),
+        "time": time,
+        "index": index,
+        "table_index": table_index,
+    })
 }
 
 /// The cursor of a transaction spanning batches: at its start, counting

@@ -32,6 +32,7 @@ struct MysqlOptions {
     snapshot: Option<Text>,
     cursor: Option<Text>,
     poll_interval: Option<Dur>,
+    transaction_metadata: Option<bool>,
 }
 
 /// A table: its database and name, as the server spells them.
@@ -71,6 +72,8 @@ pub struct MysqlSettings {
     /// The monotonic column (cursor mode).
     pub cursor: Option<String>,
     pub poll_interval: Duration,
+    /// Each change carries `_abrq_tx` (cdc).
+    pub transaction_metadata: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -99,6 +102,11 @@ impl MysqlSettings {
                 only("server_id", o.server_id.is_some(), "cdc")?;
                 only("snapshot", o.snapshot.is_some(), "cdc")?;
                 only("tables", !o.tables.is_empty(), "cdc")?;
+                only(
+                    "transaction_metadata",
+                    o.transaction_metadata.is_some(),
+                    "cdc",
+                )?;
                 if text(&o.cursor).is_none() {
                     return Err(at(
                         "cursor",
@@ -176,6 +184,7 @@ impl MysqlSettings {
             mode,
             cursor: text(&o.cursor),
             poll_interval,
+            transaction_metadata: o.transaction_metadata.unwrap_or(false),
         })
     }
 

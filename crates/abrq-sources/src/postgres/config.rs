@@ -60,6 +60,7 @@ struct PostgresOptions {
     slot: Option<Text>,
     publication: Option<Text>,
     snapshot: Option<Snapshot>,
+    transaction_metadata: Option<bool>,
     #[serde(default)]
     tls: bool,
     tls_ca_file: Option<Text>,
@@ -228,6 +229,8 @@ pub struct PostgresSettings {
     /// The publication (cdc); None: derived from the stream.
     pub publication: Option<String>,
     pub snapshot: Snapshot,
+    /// Each change carries `_abrq_tx` (cdc).
+    pub transaction_metadata: bool,
 }
 
 impl PostgresSettings {
@@ -290,6 +293,11 @@ impl PostgresSettings {
             only("slot", o.slot.is_some(), "cdc")?;
             only("publication", o.publication.is_some(), "cdc")?;
             only("snapshot", o.snapshot.is_some(), "cdc")?;
+            only(
+                "transaction_metadata",
+                o.transaction_metadata.is_some(),
+                "cdc",
+            )?;
         }
         let slot = text(&o.slot);
         if let Some(bad) = slot.as_deref().and_then(bad_slot_name) {
@@ -318,6 +326,7 @@ impl PostgresSettings {
             slot,
             publication: text(&o.publication),
             snapshot: o.snapshot.unwrap_or_default(),
+            transaction_metadata: o.transaction_metadata.unwrap_or(false),
         })
     }
 

@@ -425,6 +425,7 @@ mod tests {
             slot: None,
             publication: None,
             snapshot: Default::default(),
+            transaction_metadata: false,
         }
     }
 

@@ -17,6 +17,8 @@ mod broken_destination;
 #[cfg(feature = "services")]
 mod cdc_ddl;
 #[cfg(feature = "services")]
+mod cdc_kafka_formats;
+#[cfg(feature = "services")]
 mod cdc_order;
 #[cfg(feature = "services")]
 mod chaos;

@@ -26,7 +26,7 @@ use super::gtid::{self, Gtid, GtidPos};
 use super::names;
 use super::xa::{self, Xa};
 use super::{purged, BinlogAt, MysqlCdc, Shaped};
-use crate::cdc::{Ctx, Step};
+use crate::cdc::{Ctx, Step, TxInfo};
 use crate::error::{Failure, SourceError};
 
 /// The binlog event a server sends when it has nothing else to send.
@@ -155,6 +155,21 @@ impl Session {
         Ok(self.pending())
     }
 
+    /// A transaction that begins with the event ending at `log_pos`: its
+    /// id is its GTID (MariaDB), or the one its GTID event gave, or where
+    /// it begins.
+    fn tx_info(&self, gtid: Option<Gtid>, log_pos: u64, time: u32) -> TxInfo {
+        let position = format!("{}:{log_pos}", self.file);
+        TxInfo {
+            id: match gtid.or(self.txn_gtid) {
+                Some(g) => format!("{}-{}-{}", g.domain, g.server, g.seq),
+                None => position.clone(),
+            },
+            position,
+            time: (time > 0).then(|| UNIX_EPOCH + Duration::from_secs(u64::from(time))),
+        }
+    }
+
     /// The end of a source transaction at `log_pos` of the current file.
     fn commit(&mut self, log_pos: u64, time: u32) -> Step<BinlogAt> {
         self.captured_txn = false;
@@ -201,9 +216,9 @@ impl MysqlCdc {
             session.txn_gtid = g;
             session.captured_txn = false;
             session.xa = g.is_some_and(|g| g.xa).then(Xa::default);
-            return Ok(Some(match g.is_some_and(|g| !g.standalone) {
-                true => Step::Begin,
-                false => Step::Nothing,
+            return Ok(Some(match g.filter(|g| !g.standalone) {
+                Some(g) => Step::Begin(session.tx_info(Some(g), log_pos, time)),
+                None => Step::Nothing,
             }));
         }
         // MariaDB's compressed events read as the events they stand for
@@ -240,13 +255,13 @@ impl MysqlCdc {
                 let sql = q.query().trim().to_string();
                 if sql.eq_ignore_ascii_case("BEGIN") {
                     session.captured_txn = false;
-                    return Ok(Some(Step::Begin));
+                    return Ok(Some(Step::Begin(session.tx_info(None, log_pos, time))));
                 }
                 if !ctx.in_txn && xa::starts(&sql) {
                     // MySQL: the statement that opens an XA transaction's group
                     session.captured_txn = false;
                     session.xa = Some(Xa::default());
-                    return Ok(Some(Step::Begin));
+                    return Ok(Some(Step::Begin(session.tx_info(None, log_pos, time))));
                 }
                 if ctx.in_txn && sql.eq_ignore_ascii_case("COMMIT") {
                     // the end of a transaction on a non-transactional engine

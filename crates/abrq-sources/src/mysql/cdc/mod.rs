@@ -92,6 +92,7 @@ impl MysqlCdcSource {
     /// The stream's replica of the server (its id derived from the
     /// stream's name unless set), from the stored cursor.
     pub fn open(settings: MysqlSettings, spec: &SourceSpec<'_>) -> Result<Self, SourceError> {
+        let tx_metadata = settings.transaction_metadata;
         let replica = MysqlCdc {
             server_id: settings.server_id_for(spec.stream),
             captured: settings.tables.iter().cloned().collect(),
@@ -102,6 +103,7 @@ impl MysqlCdcSource {
             settings,
         };
         ChangeReader::new(replica, BinlogAt::default(), spec.cursor)
+            .map(|r| r.with_tx_metadata(tx_metadata))
     }
 
     pub fn server_id(&self) -> u32 {

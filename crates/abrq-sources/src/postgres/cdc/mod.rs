@@ -83,6 +83,7 @@ impl PgCdcSource {
     /// set), read from the stored cursor.
     pub fn open(settings: PostgresSettings, spec: &SourceSpec<'_>) -> Result<Self, SourceError> {
         let named = |set: &Option<String>| set.clone().unwrap_or_else(|| derived_name(spec.stream));
+        let tx_metadata = settings.transaction_metadata;
         let proto = PgCdc {
             slot: named(&settings.slot),
             publication: named(&settings.publication),
@@ -93,6 +94,7 @@ impl PgCdcSource {
             lag_bytes: None,
         };
         ChangeReader::new(proto, Lsn::from_u64(0), spec.cursor)
+            .map(|r| r.with_tx_metadata(tx_metadata))
     }
 
     pub fn slot_name(&self) -> &str {

@@ -18,7 +18,7 @@ use super::super::catalog;
 use super::super::config::TableName;
 use super::backfill::{self, Backfill};
 use super::{values, PgCdc, Replication};
-use crate::cdc::{Ctx, Step, Table};
+use crate::cdc::{Ctx, Step, Table, TxInfo};
 use crate::error::{Context as _, Failure, SourceError};
 
 /// A streaming replication session and what it has learned.
@@ -102,7 +102,15 @@ impl PgCdc {
             Ok(Err(e)) => return Err(SourceError::from_client("replication", e)),
         };
         Ok(Some(match event {
-            ReplicationEvent::Begin { .. } => Step::Begin,
+            ReplicationEvent::Begin {
+                final_lsn,
+                xid,
+                commit_time_micros,
+            } => Step::Begin(TxInfo {
+                id: xid.to_string(),
+                position: final_lsn.to_string(),
+                time: Some(commit_time(commit_time_micros)),
+            }),
             ReplicationEvent::Commit {
                 end_lsn,
                 commit_time_micros,

@@ -360,6 +360,11 @@ impl Source {
     pub fn tls_ca_file(self, file: impl AsRef<Path>) -> Self {
         self.set("tls_ca_file", path(file))
     }
+
+    /// Each change carries `_abrq_tx`.
+    pub fn transaction_metadata(self) -> Self {
+        self.set("transaction_metadata", true)
+    }
 }
 
 /// One `[[streams.destinations]]` table, with its retry, breaker and

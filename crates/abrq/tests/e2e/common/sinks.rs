@@ -13,7 +13,7 @@
 //! appended: each record with the key under which a second copy is the same
 //! delivery seen again.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io::{Seek, Write};
 use std::time::Duration;
 
@@ -441,7 +441,11 @@ pub struct KafkaMessage {
     pub key: Option<String>,
     /// The `abrq_idempotency_key` header: `{batch key}:{index}`.
     pub idempotency_key: Option<String>,
+    /// Every header, by name.
+    pub headers: BTreeMap<String, String>,
+    /// Empty for a tombstone (no value at all).
     pub value: Map<String, Value>,
+    pub tombstone: bool,
 }
 
 /// A fresh topic of `partitions` partitions on `brokers`.
@@ -539,22 +543,29 @@ fn read_topic(brokers: &str, topic: &str) -> Vec<KafkaMessage> {
         if floors.get(&p).is_some_and(|&f| offset + 1 >= f) {
             floors.remove(&p);
         }
-        let idempotency_key = m.headers().and_then(|h| {
-            h.iter()
-                .find(|h| h.key == "abrq_idempotency_key")
-                .and_then(|h| h.value)
-                .map(|v| String::from_utf8_lossy(v).into_owned())
-        });
-        let value = match serde_json::from_slice(m.payload().unwrap_or_default()) {
-            Ok(Value::Object(v)) => v,
+        let headers: BTreeMap<String, String> = m
+            .headers()
+            .map(|h| {
+                h.iter()
+                    .filter_map(|h| Some((h.key.to_string(), h.value?)))
+                    .map(|(k, v)| (k, String::from_utf8_lossy(v).into_owned()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let tombstone = m.payload().is_none();
+        let value = match m.payload().map(serde_json::from_slice) {
+            None => Map::new(),
+            Some(Ok(Value::Object(v))) => v,
             other => panic!("{topic}/{p}@{offset}: value is not a JSON object: {other:?}"),
         };
         out.push(KafkaMessage {
             partition: p,
             offset,
             key: m.key().map(|k| String::from_utf8_lossy(k).into_owned()),
-            idempotency_key,
+            idempotency_key: headers.get("abrq_idempotency_key").cloned(),
+            headers,
             value,
+            tombstone,
         });
     }
     out.sort_by_key(|m| (m.partition, m.offset));
