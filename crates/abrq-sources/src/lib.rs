@@ -21,6 +21,7 @@ pub mod generate;
 pub mod http;
 pub mod ingest;
 pub mod mysql;
+pub mod per_table;
 pub mod postgres;
 pub mod progress;
 mod registry;

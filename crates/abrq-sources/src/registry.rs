@@ -12,6 +12,7 @@ use crate::file::{FileOptions, FileSource};
 use crate::generate::{GenerateOptions, GenerateSource};
 use crate::http::HttpOptions;
 use crate::mysql::{self, MysqlCdcSource, MysqlCursorSource, MysqlSettings};
+use crate::per_table::Shaped;
 use crate::postgres::{self, PgCdcSource, PgCursorSource, PostgresSettings};
 use crate::source::{Blocking, Pace, Source, SourceSpec};
 
@@ -129,16 +130,20 @@ fn open_generate(spec: &SourceSpec<'_>) -> Result<Box<dyn Source>, SourceError> 
 
 fn open_postgres(spec: &SourceSpec<'_>) -> Result<Box<dyn Source>, SourceError> {
     let settings = PostgresSettings::from_config(spec.config).map_err(invalid)?;
-    Ok(match settings.mode {
+    let per_table = settings.per_table.clone();
+    let source: Box<dyn Source> = match settings.mode {
         postgres::Mode::Cursor => Box::new(PgCursorSource::new(settings, spec.cursor)?),
         postgres::Mode::Cdc => Box::new(PgCdcSource::open(settings, spec)?),
-    })
+    };
+    Ok(Shaped::wrap(source, per_table))
 }
 
 fn open_mysql(spec: &SourceSpec<'_>) -> Result<Box<dyn Source>, SourceError> {
     let settings = MysqlSettings::from_config(spec.config).map_err(invalid)?;
-    Ok(match settings.mode {
+    let per_table = settings.per_table.clone();
+    let source: Box<dyn Source> = match settings.mode {
         mysql::Mode::Cursor => Box::new(MysqlCursorSource::new(settings, spec.cursor)?),
         mysql::Mode::Cdc => Box::new(MysqlCdcSource::open(settings, spec)?),
-    })
+    };
+    Ok(Shaped::wrap(source, per_table))
 }

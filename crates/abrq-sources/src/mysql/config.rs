@@ -8,11 +8,13 @@
 //! set), `snapshot` (`initial`, the default: copy the rows first; `never`:
 //! only changes from the stream's start).
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use abrq_core::config::{Dur, Secret, SourceConfig, Text};
 
 use crate::config::{key_error, text};
+use crate::per_table::{PerTable, TableOptions};
 use abrq_endpoint::Endpoint;
 use serde::Deserialize;
 
@@ -33,6 +35,9 @@ struct MysqlOptions {
     cursor: Option<Text>,
     poll_interval: Option<Dur>,
     transaction_metadata: Option<bool>,
+    #[serde(default)]
+    per_table: BTreeMap<String, TableOptions>,
+    mask_salt: Option<Secret>,
 }
 
 /// A table: its database and name, as the server spells them.
@@ -74,6 +79,8 @@ pub struct MysqlSettings {
     pub poll_interval: Duration,
     /// Each change carries `_abrq_tx` (cdc).
     pub transaction_metadata: bool,
+    /// Columns left out or masked, per table.
+    pub per_table: PerTable,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -168,6 +175,23 @@ impl MysqlSettings {
                 tables.push(t);
             }
         }
+        let per_table = PerTable::new(o.per_table.clone(), o.mask_salt.clone())
+            .map_err(|(key, why)| at(key, why))?;
+        for name in per_table.names() {
+            let (db, t) = match name.split_once('.') {
+                Some((db, t)) => (Some(db), t),
+                None => (None, name),
+            };
+            let read = tables.iter().any(|c: &TableName| {
+                (c.name == t || c.name == "*") && db.is_none_or(|d| d == c.database)
+            });
+            if !read {
+                return Err(at(
+                    "per_table",
+                    format!("{name:?} is not a table this source reads"),
+                ));
+            }
+        }
         Ok(MysqlSettings {
             endpoint: Endpoint {
                 host: text(&o.host).unwrap_or_else(|| "127.0.0.1".into()),
@@ -185,6 +209,7 @@ impl MysqlSettings {
             cursor: text(&o.cursor),
             poll_interval,
             transaction_metadata: o.transaction_metadata.unwrap_or(false),
+            per_table,
         })
     }
 

@@ -8,12 +8,14 @@
 //! `abrq_{stream}`), `snapshot` (`initial` or `never`); `tls`,
 //! `tls_ca_file`.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use abrq_core::config::{Dur, Secret, SourceConfig, Text};
 
 use crate::config::{key_error, text};
+use crate::per_table::{PerTable, TableOptions};
 use abrq_endpoint::Endpoint;
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
@@ -61,6 +63,9 @@ struct PostgresOptions {
     publication: Option<Text>,
     snapshot: Option<Snapshot>,
     transaction_metadata: Option<bool>,
+    #[serde(default)]
+    per_table: BTreeMap<String, TableOptions>,
+    mask_salt: Option<Secret>,
     #[serde(default)]
     tls: bool,
     tls_ca_file: Option<Text>,
@@ -231,6 +236,8 @@ pub struct PostgresSettings {
     pub snapshot: Snapshot,
     /// Each change carries `_abrq_tx` (cdc).
     pub transaction_metadata: bool,
+    /// Columns left out or masked, per table.
+    pub per_table: PerTable,
 }
 
 impl PostgresSettings {
@@ -299,6 +306,21 @@ impl PostgresSettings {
                 "cdc",
             )?;
         }
+        let per_table = PerTable::new(o.per_table.clone(), o.mask_salt.clone())
+            .map_err(|(key, why)| at(key, why))?;
+        for name in per_table.names() {
+            let t = TableName::parse(name).map_err(|e| at("per_table", e))?;
+            let read = tables.iter().any(|c| {
+                c.name == t.name && (t.schema.is_none() || c.schema == t.schema)
+                    || c.name == "*" && c.schema == t.schema
+            });
+            if !read {
+                return Err(at(
+                    "per_table",
+                    format!("{name:?} is not a table this source reads"),
+                ));
+            }
+        }
         let slot = text(&o.slot);
         if let Some(bad) = slot.as_deref().and_then(bad_slot_name) {
             return Err(at("slot", bad));
@@ -327,6 +349,7 @@ impl PostgresSettings {
             publication: text(&o.publication),
             snapshot: o.snapshot.unwrap_or_default(),
             transaction_metadata: o.transaction_metadata.unwrap_or(false),
+            per_table,
         })
     }
 

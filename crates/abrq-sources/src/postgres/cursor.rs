@@ -426,6 +426,7 @@ mod tests {
             publication: None,
             snapshot: Default::default(),
             transaction_metadata: false,
+            per_table: Default::default(),
         }
     }
 

@@ -112,6 +112,8 @@ mod scale_out;
 #[cfg(feature = "services")]
 mod scale_out_fencing;
 #[cfg(feature = "services")]
+mod source_masks;
+#[cfg(feature = "services")]
 mod source_stalls;
 #[cfg(feature = "services")]
 mod state_time_travel;

@@ -365,6 +365,16 @@ impl Source {
     pub fn transaction_metadata(self) -> Self {
         self.set("transaction_metadata", true)
     }
+
+    /// `per_table`: each table's `columns`, `exclude_columns`, `mask`, as
+    /// a TOML table.
+    pub fn per_table(self, tables: Value) -> Self {
+        self.set("per_table", tables)
+    }
+
+    pub fn mask_salt(self, salt: &str) -> Self {
+        self.set("mask_salt", salt)
+    }
 }
 
 /// One `[[streams.destinations]]` table, with its retry, breaker and
