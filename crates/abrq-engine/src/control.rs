@@ -20,6 +20,9 @@ pub enum ControlError {
     /// The stream's source cannot do what was asked (backfill of a file).
     #[error("{0}")]
     NotSupported(String),
+    /// What was asked cannot be read (a backfill's filter).
+    #[error("{0}")]
+    Invalid(String),
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -136,6 +139,7 @@ impl Engine {
         &self,
         stream: &str,
         table: Option<String>,
+        filter: Option<String>,
         actor: &str,
     ) -> Result<(), ControlError> {
         let s = self
@@ -146,6 +150,10 @@ impl Engine {
                 "stream {stream:?} cannot backfill: only a postgres or mysql source in mode = \"cdc\" can"
             )));
         }
+        if let Some(f) = &filter {
+            abrq_sources::filter::Expr::parse(f)
+                .map_err(|e| ControlError::Invalid(format!("--where {f:?}: {e}")))?;
+        }
         let id = self
             .unfenced
             .record_audit(NewAudit {
@@ -153,7 +161,7 @@ impl Engine {
                 action: "backfill".into(),
                 stream: s.name().to_string(),
                 destination: None,
-                detail: json!({ "table": table }),
+                detail: json!({ "table": table, "where": filter }),
             })
             .await?;
         // the audit entry is the request: the process holding the source
@@ -163,6 +171,7 @@ impl Engine {
             s.ask_backfill(abrq_sources::BackfillAsk {
                 id,
                 table: table.clone(),
+                filter: filter.clone(),
             });
         }
         tracing::info!(stream, ?table, actor, "backfill asked for");

@@ -17,6 +17,7 @@ pub mod chunk;
 pub mod config;
 pub mod error;
 pub mod file;
+pub mod filter;
 pub mod generate;
 pub mod http;
 pub mod ingest;

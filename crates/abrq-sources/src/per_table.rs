@@ -6,6 +6,12 @@
 //! table's declared columns as to its records, so a relational destination
 //! never creates a column that was left out.
 //!
+//! `where` keeps only the rows a filter (`filter::Expr`) keeps, evaluated
+//! by abrq on each row as read, before columns are left out: an insert
+//! that fails it is dropped, an update that fails it becomes a delete of
+//! its row (the row may have matched before), and a delete always passes
+//! (its old row is not known in full).
+//!
 //! `hash` is SHA-256 over the source's `mask_salt`, a zero byte and the
 //! value (a string's text, anything else its JSON), as 64 hex digits: the
 //! same value hashes the same in every run and every stream with that
@@ -16,7 +22,7 @@
 use std::collections::BTreeMap;
 
 use abrq_core::config::Secret;
-use abrq_core::{Item, TableRef};
+use abrq_core::{Item, Op, TableRef};
 use async_trait::async_trait;
 use serde::Deserialize;
 use serde_json::{Map, Value};
@@ -24,6 +30,7 @@ use sha2::{Digest, Sha256};
 
 use crate::chunk::{Chunk, Limits};
 use crate::error::{Failure, SourceError};
+use crate::filter::Expr;
 use crate::progress::Progress;
 use crate::source::{BackfillAsk, Pace, Source};
 
@@ -37,6 +44,9 @@ pub struct TableOptions {
     pub exclude_columns: Vec<String>,
     #[serde(default)]
     pub mask: BTreeMap<String, Mask>,
+    /// Only the rows this filter keeps.
+    #[serde(rename = "where")]
+    pub filter: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
@@ -49,8 +59,9 @@ pub enum Mask {
 /// The rules of a source, checked.
 #[derive(Debug, Clone, Default)]
 pub struct PerTable {
-    /// Table as written (`name` or `schema.name`), and its options.
-    tables: Vec<(String, TableOptions)>,
+    /// Table as written (`name` or `schema.name`), its options and its
+    /// filter, parsed.
+    tables: Vec<(String, TableOptions, Option<Expr>)>,
     salt: Option<Secret>,
 }
 
@@ -61,7 +72,11 @@ impl PerTable {
         tables: BTreeMap<String, TableOptions>,
         salt: Option<Secret>,
     ) -> Result<PerTable, (&'static str, String)> {
+        let mut parsed = Vec::with_capacity(tables.len());
         for (name, o) in &tables {
+            let filter = o.filter.as_deref().map(Expr::parse).transpose();
+            let filter = filter.map_err(|e| ("per_table", format!("{name:?}: where: {e}")))?;
+            parsed.push((name.clone(), o.clone(), filter));
             if o.columns.is_some() && !o.exclude_columns.is_empty() {
                 return Err((
                     "per_table",
@@ -85,7 +100,7 @@ impl PerTable {
             ));
         }
         Ok(PerTable {
-            tables: tables.into_iter().collect(),
+            tables: parsed,
             salt,
         })
     }
@@ -96,44 +111,57 @@ impl PerTable {
 
     /// The names written, for a check that each is captured.
     pub fn names(&self) -> impl Iterator<Item = &str> {
-        self.tables.iter().map(|(n, _)| n.as_str())
+        self.tables.iter().map(|(n, _, _)| n.as_str())
     }
 
     /// The options of `table`: `schema.name` as written, or `name` alone.
-    fn of(&self, table: Option<&TableRef>) -> Option<&TableOptions> {
+    fn of(&self, table: Option<&TableRef>) -> Option<(&TableOptions, Option<&Expr>)> {
         let t = table?;
         let full = t.to_string();
         self.tables
             .iter()
-            .find(|(n, _)| *n == full)
-            .or_else(|| self.tables.iter().find(|(n, _)| *n == t.name))
-            .map(|(_, o)| o)
+            .find(|(n, _, _)| *n == full)
+            .or_else(|| self.tables.iter().find(|(n, _, _)| *n == t.name))
+            .map(|(_, o, f)| (o, f.as_ref()))
     }
 
     /// Applies the rules to every item of `chunk`.
     pub fn apply(&self, chunk: &mut Chunk) -> Result<(), SourceError> {
-        let mut rules: Option<&TableOptions> = None;
+        let mut rules: Option<(&TableOptions, Option<&Expr>)> = None;
         let mut table: Option<TableRef> = None;
-        for item in &mut chunk.items {
-            match item {
+        let mut dropped = 0;
+        let items = std::mem::take(&mut chunk.items);
+        for mut item in items {
+            match &mut item {
                 Item::Table(t) => {
                     rules = self.of(Some(t));
                     table = Some(t.clone());
                 }
                 Item::Schema { columns } => {
-                    if let Some(r) = rules {
+                    if let Some((r, _)) = rules {
                         let t = table.as_ref().map(ToString::to_string).unwrap_or_default();
                         declare(r, &t, columns)?;
                     }
                 }
                 Item::Record(rec) => {
-                    if let Some(r) = rules {
+                    if let Some((r, filter)) = rules {
+                        let pass = filter.is_none_or(|f| f.keeps(&rec.fields));
+                        match (pass, rec.op) {
+                            (true, _) | (false, Op::Delete) => {}
+                            (false, Op::Update) => rec.op = Op::Delete,
+                            (false, Op::Insert) => {
+                                dropped += 1;
+                                continue;
+                            }
+                        }
                         self.shape(r, &mut rec.fields);
                     }
                 }
                 Item::Truncate => {}
             }
+            chunk.items.push(item);
         }
+        chunk.records -= dropped.min(chunk.records);
         Ok(())
     }
 
@@ -355,6 +383,46 @@ mod tests {
             unreachable!()
         };
         assert_eq!(columns["id"], json!({"type": "text", "primary_key": true}));
+    }
+
+    #[test]
+    fn a_row_filter_drops_inserts_turns_updates_into_deletes_and_passes_deletes() {
+        let r = rules(
+            "customers",
+            json!({"where": "region = 'eu'", "exclude_columns": ["region"]}),
+            None,
+        )
+        .unwrap();
+        let mut c = chunk(
+            json!({"id": {"type": "int", "primary_key": true}, "region": "text"}),
+            &[],
+        );
+        let rec = |op, v: Value| Item::Record(Record { op, fields: obj(v) });
+        c.items.extend([
+            rec(Op::Insert, json!({"id": 1, "region": "eu"})),
+            rec(Op::Insert, json!({"id": 2, "region": "us"})),
+            rec(Op::Update, json!({"id": 3, "region": "us"})),
+            rec(Op::Delete, json!({"id": 4})),
+        ]);
+        c.records = 4;
+        r.apply(&mut c).unwrap();
+        let got: Vec<(Op, Value)> = c
+            .items
+            .iter()
+            .filter_map(Item::as_record)
+            .map(|r| (r.op, Value::Object(r.fields.clone())))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (Op::Insert, json!({"id": 1})),
+                (Op::Delete, json!({"id": 3})),
+                (Op::Delete, json!({"id": 4})),
+            ]
+        );
+        assert_eq!(c.records, 3);
+        let e = rules("t", json!({"where": "lower(x) = 'a'"}), None).unwrap_err();
+        assert!(e.1.contains("where") && e.1.contains("functions"), "{e:?}");
     }
 
     #[test]

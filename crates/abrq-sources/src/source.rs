@@ -46,6 +46,8 @@ impl Pace {
 pub struct BackfillAsk {
     pub id: i64,
     pub table: Option<String>,
+    /// Only the rows this filter (`filter::Expr`) keeps.
+    pub filter: Option<String>,
 }
 
 /// A source the engine pulls records from.

@@ -86,6 +86,10 @@ pub enum Command {
         /// One captured table (schema.name); all of them when absent.
         #[arg(long)]
         table: Option<String>,
+        /// Only the rows this filter keeps, e.g. "created_at > '2026-01-01'"
+        /// (columns, literals, comparisons, IN, IS NULL, AND, OR, NOT).
+        #[arg(long = "where")]
+        filter: Option<String>,
         #[command(flatten)]
         remote: Remote,
     },

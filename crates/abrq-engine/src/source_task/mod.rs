@@ -98,6 +98,7 @@ pub(crate) fn backfill_ask(entry: &abrq_state::AuditEntry) -> abrq_sources::Back
     abrq_sources::BackfillAsk {
         id: entry.id,
         table: entry.detail["table"].as_str().map(str::to_string),
+        filter: entry.detail["where"].as_str().map(str::to_string),
     }
 }
 

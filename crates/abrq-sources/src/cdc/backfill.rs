@@ -33,10 +33,10 @@ impl Backfills {
 
     /// The next request, when none runs: the cursor's `taken` moves to
     /// it, so once that cursor is staged no start takes it up again.
-    pub fn next_asked(&mut self, taken: &mut Option<i64>) -> Option<Option<String>> {
+    pub fn next_asked(&mut self, taken: &mut Option<i64>) -> Option<BackfillAsk> {
         let ask = self.asked.pop_front()?;
         *taken = Some(ask.id);
-        Some(ask.table)
+        Some(ask)
     }
 
     /// A backfill could not start: status says why; streaming goes on.
@@ -76,6 +76,7 @@ mod tests {
         BackfillAsk {
             id,
             table: Some(format!("t{id}")),
+            filter: None,
         }
     }
 
@@ -86,10 +87,10 @@ mod tests {
         for id in [4, 2, 3, 4, 1] {
             b.ask(ask(id), taken);
         }
-        assert_eq!(b.next_asked(&mut taken), Some(Some("t3".into())));
+        assert_eq!(b.next_asked(&mut taken), Some(ask(3)));
         assert_eq!(taken, Some(3));
         b.ask(ask(3), taken);
-        assert_eq!(b.next_asked(&mut taken), Some(Some("t4".into())));
+        assert_eq!(b.next_asked(&mut taken), Some(ask(4)));
         assert_eq!((b.next_asked(&mut taken), taken), (None, Some(4)));
     }
 }

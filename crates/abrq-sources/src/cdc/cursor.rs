@@ -73,6 +73,9 @@ pub struct Staged {
     pub rest: Vec<String>,
     #[serde(default)]
     pub rows: u64,
+    /// Only the rows this filter keeps (`abrq backfill --where`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub filter: Option<String>,
 }
 
 impl Staged {
@@ -85,6 +88,7 @@ impl Staged {
             after,
             rest: rest.to_vec(),
             rows: 0,
+            filter: None,
         })
     }
 

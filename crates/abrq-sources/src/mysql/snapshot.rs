@@ -14,6 +14,7 @@ use super::catalog::Shape;
 use super::config::{quote, TableName};
 use super::values;
 use crate::error::{Failure, SourceError};
+use crate::filter::{Dialect, Expr};
 
 /// Where the copy stands, in the stream's cursor.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -88,6 +89,7 @@ pub async fn page(
     table: &TableName,
     shape: &Shape,
     after: Option<&[Value]>,
+    filter: Option<&Expr>,
     limit: u64,
 ) -> Result<(Vec<Map<String, Value>>, bool), SourceError> {
     let key: Vec<&str> = shape
@@ -110,11 +112,18 @@ pub async fn page(
     let keys: Vec<String> = key.iter().map(|k| quote(k)).collect();
     let mut sql = format!("SELECT {} FROM {}", cols.join(", "), table.quoted());
     let mut params: Vec<V> = Vec::new();
+    let mut conditions: Vec<String> = Vec::new();
     if let Some(after) = after {
         let marks = vec!["?"; keys.len()].join(", ");
-        sql.push_str(&format!(" WHERE ({}) > ({marks})", keys.join(", ")));
+        conditions.push(format!("({}) > ({marks})", keys.join(", ")));
         let key_cols = shape.columns.iter().filter(|c| c.key);
         params.extend(key_cols.zip(after).map(|(c, v)| values::param(Some(c), v)));
+    }
+    if let Some(f) = filter {
+        conditions.push(f.to_sql(Dialect::Mysql));
+    }
+    if !conditions.is_empty() {
+        sql.push_str(&format!(" WHERE {}", conditions.join(" AND ")));
     }
     sql.push_str(&format!(" ORDER BY {} LIMIT {limit}", keys.join(", ")));
     let rows: Vec<mysql_async::Row> = conn

@@ -15,6 +15,7 @@ use std::time::Duration;
 use abrq_core::config::{Dur, Secret, SourceConfig, Text};
 
 use crate::config::{key_error, text};
+use crate::filter::Expr;
 use crate::per_table::{PerTable, TableOptions};
 use abrq_endpoint::Endpoint;
 use serde::Deserialize;
@@ -238,6 +239,9 @@ pub struct PostgresSettings {
     pub transaction_metadata: bool,
     /// Columns left out or masked, per table.
     pub per_table: PerTable,
+    /// Only the rows this filter keeps, in the query (a backfill's
+    /// `--where`; never set from config).
+    pub filter: Option<Expr>,
 }
 
 impl PostgresSettings {
@@ -350,6 +354,7 @@ impl PostgresSettings {
             snapshot: o.snapshot.unwrap_or_default(),
             transaction_metadata: o.transaction_metadata.unwrap_or(false),
             per_table,
+            filter: None,
         })
     }
 

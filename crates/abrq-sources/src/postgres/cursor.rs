@@ -25,6 +25,7 @@ use crate::cdc::deadline::{self, within};
 use crate::chunk::record_bytes;
 use crate::chunk::{Chunk, Limits};
 use crate::error::{Context as _, Failure, SourceError};
+use crate::filter::Dialect;
 use crate::progress::Progress;
 use crate::source::{stored_cursor, Pace, Source};
 
@@ -312,9 +313,14 @@ fn build_shape(
         true => "r.ctid::text",
         false => "NULL::text",
     };
+    // a backfill's filter, on the table's own columns
+    let filter = match &s.filter {
+        Some(f) => format!(" AND {}", f.to_sql_on(Dialect::Postgres, "r.")),
+        None => String::new(),
+    };
     let head = format!(
         "SELECT row_to_json(t.*)::text, {place} FROM {rel} AS r CROSS JOIN LATERAL (SELECT {}) AS t \
-         WHERE r.{} IS NOT NULL",
+         WHERE r.{} IS NOT NULL{filter}",
         select.join(", "),
         quote(&cursor.name)
     );
@@ -427,6 +433,7 @@ mod tests {
             snapshot: Default::default(),
             transaction_metadata: false,
             per_table: Default::default(),
+            filter: None,
         }
     }
 

@@ -35,8 +35,9 @@ pub async fn dispatch(cmd: Command) -> anyhow::Result<()> {
         Command::Backfill {
             stream,
             table,
+            filter,
             remote,
-        } => remote::backfill(&remote, &stream, table.as_deref()).await,
+        } => remote::backfill(&remote, &stream, table.as_deref(), filter.as_deref()).await,
     }
 }
 

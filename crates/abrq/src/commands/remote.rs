@@ -210,13 +210,22 @@ fn one_or_all(t: &Target, id: Option<i64>, all: bool, verb: &str) -> anyhow::Res
     }
 }
 
-pub async fn backfill(remote: &Remote, stream: &str, table: Option<&str>) -> anyhow::Result<()> {
+pub async fn backfill(
+    remote: &Remote,
+    stream: &str,
+    table: Option<&str>,
+    filter: Option<&str>,
+) -> anyhow::Result<()> {
     let mut path = format!("/v1/streams/{stream}/backfill");
-    if let Some(t) = table {
-        let mut u = reqwest::Url::parse("http://query/").expect("a fixed url");
-        u.query_pairs_mut().append_pair("table", t);
+    let mut u = reqwest::Url::parse("http://query/").expect("a fixed url");
+    for (k, v) in [("table", table), ("where", filter)] {
+        if let Some(v) = v {
+            u.query_pairs_mut().append_pair(k, v);
+        }
+    }
+    if let Some(q) = u.query() {
         path.push('?');
-        path.push_str(u.query().unwrap_or_default());
+        path.push_str(q);
     }
     Client::new(remote)?.post(&path).await?;
     println!(

@@ -94,6 +94,9 @@ pub async fn reset_breaker(
 #[derive(Deserialize)]
 pub struct BackfillQuery {
     table: Option<String>,
+    /// Only the rows this filter keeps (`created_at > '2026-01-01'`).
+    #[serde(rename = "where")]
+    filter: Option<String>,
 }
 
 /// Asks a database source to read its tables (or one) again.
@@ -104,12 +107,13 @@ pub async fn backfill(
     headers: HeaderMap,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
     let table = q.table.filter(|t| !t.is_empty());
+    let filter = q.filter.filter(|f| !f.trim().is_empty());
     st.engine
-        .backfill(&s, table.clone(), &actor(&headers))
+        .backfill(&s, table.clone(), filter.clone(), &actor(&headers))
         .await?;
     Ok((
         StatusCode::ACCEPTED,
-        Json(json!({ "ok": true, "stream": s, "table": table })),
+        Json(json!({ "ok": true, "stream": s, "table": table, "where": filter })),
     ))
 }
 

@@ -40,6 +40,7 @@ impl From<abrq_engine::ControlError> for ApiError {
         let status = match &e {
             C::UnknownStream(_) | C::UnknownDestination { .. } => StatusCode::NOT_FOUND,
             C::NotSupported(_) => StatusCode::CONFLICT,
+            C::Invalid(_) => StatusCode::BAD_REQUEST,
             C::Store(se) => store_status(se),
         };
         ApiError::new(status, e.to_string())

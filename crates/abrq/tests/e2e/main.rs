@@ -108,6 +108,8 @@ mod real_data;
 mod relational_crash;
 mod retry_budget;
 #[cfg(feature = "services")]
+mod row_filters;
+#[cfg(feature = "services")]
 mod scale_out;
 #[cfg(feature = "services")]
 mod scale_out_fencing;

@@ -26,6 +26,7 @@ use crate::cdc::deadline::{self, within};
 use crate::cdc::{Ctx, Staged};
 use crate::chunk::Chunk;
 use crate::error::{Context as _, Failure, SourceError};
+use crate::filter::Expr;
 
 /// Rows per page: one snapshot transaction each.
 const PAGE_ROWS: u64 = 2_000;
@@ -52,11 +53,14 @@ impl MysqlCdc {
                 match backfill_tables(
                     &self.settings.tables,
                     &self.settings.endpoint.database,
-                    asked,
+                    asked.table,
                 ) {
                     Ok(tables) => {
                         let names: Vec<String> = tables.iter().map(ToString::to_string).collect();
-                        ctx.cursor.backfill = Staged::of(&names, None);
+                        ctx.cursor.backfill = Staged::of(&names, None).map(|s| Staged {
+                            filter: asked.filter,
+                            ..s
+                        });
                         ctx.backfills.started();
                         tracing::info!(tables = tables.len(), "backfill starts");
                     }
@@ -93,7 +97,7 @@ impl MysqlCdc {
         let read = within(
             deadline::PAGE,
             "reading a backfill page",
-            read_page(conn, &table, after),
+            read_page(conn, &table, after, staged.filter.as_deref()),
         );
         match read.await {
             Ok(p) => {
@@ -192,7 +196,17 @@ async fn read_page(
     conn: &mut Conn,
     table: &TableName,
     after: Option<&[Value]>,
+    filter: Option<&str>,
 ) -> Result<Page, SourceError> {
+    let filter = match filter.map(Expr::parse).transpose() {
+        Ok(f) => f,
+        Err(e) => {
+            return Err(SourceError::new(
+                Failure::Invalid,
+                format!("backfill --where: {e}"),
+            ))
+        }
+    };
     let at = snapshot::open(conn).await?;
     let read = async {
         // the columns as of the snapshot: a later ALTER fails the read
@@ -203,7 +217,8 @@ async fn read_page(
                 format!("table {table} does not exist"),
             )
         })?;
-        let (rows, more) = snapshot::page(conn, table, &shape, after, PAGE_ROWS).await?;
+        let (rows, more) =
+            snapshot::page(conn, table, &shape, after, filter.as_ref(), PAGE_ROWS).await?;
         Ok::<_, SourceError>((shape, rows, more))
     };
     let read = read.await;

@@ -452,9 +452,10 @@ impl Protocol for MysqlCdc {
             Some(Value::Array(key)) => Some(key.as_slice()),
             _ => None,
         };
-        let (rows, more) = snapshot::page(&mut copy.conn, &table, &shaped.shape, after, limit)
-            .await
-            .context("snapshot")?;
+        let (rows, more) =
+            snapshot::page(&mut copy.conn, &table, &shaped.shape, after, None, limit)
+                .await
+                .context("snapshot")?;
         let last = rows
             .last()
             .map(|r| Value::Array(snapshot::key_of(&shaped.shape, r)));

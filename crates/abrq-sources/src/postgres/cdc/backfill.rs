@@ -29,6 +29,7 @@ use crate::cdc::deadline::{self, within};
 use crate::cdc::{Ctx, Staged};
 use crate::chunk::{Chunk, Limits};
 use crate::error::{Context as _, SourceError};
+use crate::filter::Expr;
 use crate::source::Source as _;
 
 /// Rows per window: two watermark commits per page.
@@ -106,9 +107,12 @@ impl PgCdc {
                 let Some(asked) = ctx.backfills.next_asked(&mut ctx.cursor.taken) else {
                     return;
                 };
-                match self.backfill_tables(asked.as_deref()).await {
+                match self.backfill_tables(asked.table.as_deref()).await {
                     Ok(tables) => match Staged::of(&tables, None) {
-                        Some(s) => s,
+                        Some(s) => Staged {
+                            filter: asked.filter,
+                            ..s
+                        },
                         None => return,
                     },
                     Err(e) => return ctx.backfills.refused(e.to_string()),
@@ -157,7 +161,14 @@ impl PgCdc {
     async fn backfill_reader(&mut self, staged: &Staged) -> Result<Backfill, SourceError> {
         let table = self.table_named(&staged.table).context("backfill")?;
         let after = staged.after.as_ref().and_then(Value::as_str);
-        let reader = self.copier(&table, after, None, false).await?;
+        let filter = match staged.filter.as_deref().map(Expr::parse).transpose() {
+            Ok(f) => f,
+            Err(e) => {
+                let why = format!("backfill --where: {e}");
+                return Err(SourceError::new(crate::error::Failure::Invalid, why));
+            }
+        };
+        let reader = self.copier(&table, after, None, false, filter).await?;
         let key = reader.key_columns();
         Ok(Backfill {
             table,

@@ -14,6 +14,7 @@ use crate::cdc::deadline::{self, within};
 use crate::cdc::{CopyAt, CopyPage};
 use crate::chunk::Limits;
 use crate::error::{Context as _, Failure, SourceError};
+use crate::filter::Expr;
 use crate::source::Source as _;
 
 /// The copy while it runs.
@@ -126,7 +127,7 @@ impl PgCdc {
                 let table = self.table_named(&at.table)?;
                 let after = at.after.as_ref().and_then(Value::as_str);
                 let snapshot = conn.is_some();
-                self.copier(&table, after, conn, snapshot).await?
+                self.copier(&table, after, conn, snapshot, None).await?
             }
         };
         let mut chunk = reader.read(limits).await?;
@@ -145,6 +146,7 @@ impl PgCdc {
         after: Option<&str>,
         conn: Option<PgConnection>,
         snapshot: bool,
+        filter: Option<Expr>,
     ) -> Result<PgCursorSource, SourceError> {
         let catalog = self.catalog().await?;
         let key = catalog::primary_key(catalog, table)
@@ -172,6 +174,7 @@ impl PgCdc {
         settings.tables = vec![table.clone()];
         settings.cursor = first;
         settings.primary_key = key.clone();
+        settings.filter = filter;
         tracing::info!(%table, key = ?key, resume = after.is_some(), "snapshot copy starts");
         match conn {
             Some(conn) => PgCursorSource::with_connection(settings, after, conn),
