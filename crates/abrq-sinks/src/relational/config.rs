@@ -67,6 +67,18 @@ pub enum TruncatePolicy {
     Ignore,
 }
 
+/// What a delete does to its row (upsert mode).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DeletePolicy {
+    /// The row is deleted.
+    #[default]
+    Hard,
+    /// The row stays, its `_abrq_deleted_at` set to when the delete was
+    /// applied; written again, it is live again.
+    Soft,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum WriteMode {
@@ -87,6 +99,8 @@ struct RelationalOptions {
     truncate: TruncatePolicy,
     #[serde(default)]
     mode: WriteMode,
+    #[serde(default)]
+    deletes: DeletePolicy,
     /// Primary key of a table abrq creates (upsert mode matches on it).
     #[serde(default)]
     primary_key: Vec<Text>,
@@ -114,6 +128,7 @@ pub struct RelationalSettings {
     pub drift: SchemaDrift,
     pub truncate: TruncatePolicy,
     pub mode: WriteMode,
+    pub deletes: DeletePolicy,
     /// The primary key abrq gives a table it creates (`primary_key`); an
     /// existing table's own primary key is always what upserts match on.
     pub key: Vec<String>,
@@ -189,6 +204,13 @@ impl RelationalSettings {
                 "database is required for engine mysql (or schema)",
             ));
         }
+        if own.deletes == DeletePolicy::Soft && own.mode != WriteMode::Upsert {
+            return Err(invalid(
+                cfg,
+                "deletes",
+                "deletes = \"soft\" applies to mode = \"upsert\" (an appended table keeps every record already)",
+            ));
+        }
         Ok(RelationalSettings {
             dialect,
             stream: stream.to_string(),
@@ -210,6 +232,7 @@ impl RelationalSettings {
             drift: own.schema_drift,
             truncate: own.truncate,
             mode: own.mode,
+            deletes: own.deletes,
             key: own.primary_key.iter().map(|k| k.0.clone()).collect(),
             connect_timeout: Duration::from_secs(10),
         })

@@ -110,6 +110,7 @@ impl<B: Backend> RelationalDestination<B> {
             drift: settings.drift,
             truncate: settings.truncate,
             mode: settings.mode,
+            deletes: settings.deletes,
             key: settings.key.clone(),
         };
         RelationalDestination {

@@ -37,7 +37,8 @@ use abrq_core::Destination;
 use crate::keys::BuildError;
 
 pub use config::{
-    ColumnsPolicy, RelationalSettings, SchemaDrift, TruncatePolicy, TypesPolicy, WriteMode,
+    ColumnsPolicy, DeletePolicy, RelationalSettings, SchemaDrift, TruncatePolicy, TypesPolicy,
+    WriteMode,
 };
 pub use destination::RelationalDestination;
 /// The driver, for callers (the benchmark) that talk to the same servers.

@@ -10,7 +10,9 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::config::{ColumnsPolicy, SchemaDrift, TruncatePolicy, TypesPolicy, WriteMode};
+use super::config::{
+    ColumnsPolicy, DeletePolicy, SchemaDrift, TruncatePolicy, TypesPolicy, WriteMode,
+};
 use abrq_core::{Item, Op, Record};
 use serde_json::Value;
 
@@ -20,6 +22,9 @@ use super::types::{
     beyond_engine, fits_in, holds, join, natural, widen_for, widen_to, Cell, Dialect, Reach,
     SqlType,
 };
+
+/// The column a soft delete sets (`deletes = "soft"`).
+pub const SOFT_DELETED: &str = "_abrq_deleted_at";
 
 /// The items one table receives, each with its index in the batch (so
 /// errors and rows name the batch's own items).
@@ -43,6 +48,7 @@ pub struct Policy {
     pub drift: SchemaDrift,
     pub truncate: TruncatePolicy,
     pub mode: WriteMode,
+    pub deletes: DeletePolicy,
     /// Primary key for a table abrq creates (upsert mode).
     pub key: Vec<String>,
 }
@@ -254,6 +260,19 @@ pub fn plan<'a>(
                 c.nullable &= !key.contains(&c.name);
             }
             rekey = std::mem::replace(&mut table.key, key);
+        }
+    }
+    if p.deletes == DeletePolicy::Soft && !table.columns.is_empty() {
+        table.soft_delete = true;
+        if table.column(SOFT_DELETED).is_none() {
+            if !fresh {
+                add.push(SOFT_DELETED.to_string());
+            }
+            table.columns.push(Column {
+                name: SOFT_DELETED.to_string(),
+                ty: SqlType::Timestamp,
+                nullable: true,
+            });
         }
     }
     let create = fresh && !table.columns.is_empty();

@@ -21,6 +21,9 @@ pub struct TableInfo {
     /// abrq created the table (its comment says so): its primary key
     /// follows the source's.
     pub created: bool,
+    /// Deletes set `_abrq_deleted_at` instead (`deletes = "soft"`), and a
+    /// row written again clears it.
+    pub soft_delete: bool,
 }
 
 /// The comment abrq gives the tables it creates; a table with it re-keys

@@ -1,7 +1,9 @@
 //! The drift policies and statement grouping, without a database. The
 //! same behaviour against real servers is in `tests/relational_*.rs`.
 
-use super::config::{ColumnsPolicy, SchemaDrift, TruncatePolicy, TypesPolicy, WriteMode};
+use super::config::{
+    ColumnsPolicy, DeletePolicy, SchemaDrift, TruncatePolicy, TypesPolicy, WriteMode,
+};
 use abrq_core::{idempotency_key, Batch, BatchMeta, Item, Op, Record};
 use chrono::Utc;
 use serde_json::{json, Map, Value};
@@ -47,6 +49,7 @@ fn policy(columns: ColumnsPolicy, types: TypesPolicy) -> Policy {
         drift: SchemaDrift { columns, types },
         truncate: TruncatePolicy::Apply,
         mode: WriteMode::Append,
+        deletes: DeletePolicy::Hard,
         key: vec![],
     }
 }
@@ -374,6 +377,31 @@ fn a_table_without_a_key_appends_and_deletes_by_the_whole_row() {
         plan(&b, Some(&keyless), &pol),
         Err(PlanError::Rejected { item: 0, .. })
     ));
+}
+
+#[test]
+fn soft_deletes_add_their_column_once_and_mark_the_table() {
+    let soft = Policy {
+        mode: WriteMode::Upsert,
+        deletes: DeletePolicy::Soft,
+        ..default_policy()
+    };
+    let b = batch(vec![
+        ins(json!({"id": 1})),
+        rec(Op::Delete, json!({"id": 1})),
+    ]);
+    let p = plan(&b, Some(&table()), &soft).unwrap();
+    assert_eq!(p.add, vec!["_abrq_deleted_at".to_string()]);
+    assert!(p.table.soft_delete);
+    assert_eq!(
+        p.table.column("_abrq_deleted_at").unwrap().ty,
+        SqlType::Timestamp
+    );
+    assert!(matches!(p.steps.last(), Some(Step::Delete { .. })));
+    let again = plan(&b, Some(&p.table), &soft).unwrap();
+    assert!(!again.has_ddl());
+    let fresh = plan(&b, None, &soft).unwrap();
+    assert!(fresh.create && fresh.table.column("_abrq_deleted_at").is_some());
 }
 
 #[test]

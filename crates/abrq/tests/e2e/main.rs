@@ -114,6 +114,8 @@ mod scale_out;
 #[cfg(feature = "services")]
 mod scale_out_fencing;
 #[cfg(feature = "services")]
+mod soft_deletes;
+#[cfg(feature = "services")]
 mod source_masks;
 #[cfg(feature = "services")]
 mod source_stalls;

@@ -15,7 +15,7 @@ use super::errors::{db_error, number, DUPLICATE_ENTRY};
 use super::D;
 use crate::relational::connection::why_unreachable;
 use crate::relational::errors::DbError;
-use crate::relational::plan::Row;
+use crate::relational::plan::{Row, SOFT_DELETED};
 use crate::relational::table::TableInfo;
 use crate::relational::types::{Cell, Dialect, SqlType};
 use crate::relational::writer::{Statements, Stmt};
@@ -173,6 +173,10 @@ impl Statements for Ctx<'_> {
                     format!("{n} = VALUES({n})")
                 })
                 .collect();
+            if t.soft_delete {
+                // written again: live again
+                set.push(format!("{} = NULL", D.quote(SOFT_DELETED)));
+            }
             if set.is_empty() {
                 let k = D.quote(&t.key[0]);
                 set.push(format!("{k} = {k}"));
@@ -201,11 +205,19 @@ impl Statements for Ctx<'_> {
                 format!("{} <=> {value}", D.quote(&col.name))
             })
             .collect();
-        let sql = format!(
-            "DELETE FROM {} WHERE {} LIMIT 1",
-            self.table,
-            equal.join(" AND ")
-        );
+        let sql = match t.soft_delete {
+            true => format!(
+                "UPDATE {} SET {d} = UTC_TIMESTAMP(6) WHERE {} AND {d} IS NULL LIMIT 1",
+                self.table,
+                equal.join(" AND "),
+                d = D.quote(SOFT_DELETED)
+            ),
+            false => format!(
+                "DELETE FROM {} WHERE {} LIMIT 1",
+                self.table,
+                equal.join(" AND ")
+            ),
+        };
         let args = arguments(row.cells.iter())?;
         sqlx::query_with(&sql, args).execute(conn).await.map(drop)
     }
@@ -217,12 +229,19 @@ impl Statements for Ctx<'_> {
         rows: &[Row<'_>],
     ) -> Result<(), sqlx::Error> {
         let names: Vec<String> = t.key.iter().map(|k| D.quote(k)).collect();
-        let sql = format!(
-            "DELETE FROM {} WHERE ({}) IN ({})",
-            self.table,
+        let at = format!(
+            "({}) IN ({})",
             names.join(", "),
             placeholders(rows.len(), names.len())
         );
+        let sql = match t.soft_delete {
+            true => format!(
+                "UPDATE {} SET {d} = UTC_TIMESTAMP(6) WHERE {at} AND {d} IS NULL",
+                self.table,
+                d = D.quote(SOFT_DELETED)
+            ),
+            false => format!("DELETE FROM {} WHERE {at}", self.table),
+        };
         let args = arguments(rows.iter().flat_map(|r| r.cells.iter()))?;
         sqlx::query_with(&sql, args).execute(conn).await.map(drop)
     }

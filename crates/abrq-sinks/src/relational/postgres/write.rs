@@ -18,7 +18,7 @@ use sqlx::{PgConnection, Postgres};
 use super::errors::db_error;
 use super::D;
 use crate::relational::errors::DbError;
-use crate::relational::plan::Row;
+use crate::relational::plan::{Row, SOFT_DELETED};
 use crate::relational::table::TableInfo;
 use crate::relational::types::{Cell, Dialect, SqlType};
 use crate::relational::writer::{Statements, Stmt};
@@ -171,7 +171,7 @@ impl Statements for Ctx<'_> {
         );
         if upsert {
             let key: Vec<String> = t.key.iter().map(|k| D.quote(k)).collect();
-            let set: Vec<String> = columns
+            let mut set: Vec<String> = columns
                 .iter()
                 .filter(|&&c| !t.key.contains(&t.columns[c].name))
                 .map(|&c| {
@@ -179,6 +179,10 @@ impl Statements for Ctx<'_> {
                     format!("{n} = EXCLUDED.{n}")
                 })
                 .collect();
+            if t.soft_delete {
+                // written again: live again
+                set.push(format!("{} = NULL", D.quote(SOFT_DELETED)));
+            }
             sql.push_str(&format!(" ON CONFLICT ({}) DO ", key.join(", ")));
             if set.is_empty() {
                 sql.push_str("NOTHING");
@@ -217,12 +221,15 @@ impl Statements for Ctx<'_> {
         let index = t.index();
         let key: Vec<usize> = t.key.iter().map(|k| index[k.as_str()]).collect();
         let names: Vec<String> = t.key.iter().map(|k| D.quote(k)).collect();
-        let sql = format!(
-            "DELETE FROM {} WHERE ({}) IN ({})",
-            self.table,
-            names.join(", "),
-            unnest_select(t, &key)
-        );
+        let at = format!("({}) IN ({})", names.join(", "), unnest_select(t, &key));
+        let sql = match t.soft_delete {
+            true => format!(
+                "UPDATE {} SET {d} = now() WHERE {at} AND {d} IS NULL",
+                self.table,
+                d = D.quote(SOFT_DELETED)
+            ),
+            false => format!("DELETE FROM {} WHERE {at}", self.table),
+        };
         execute_with_arrays(conn, &sql, t, &key, rows).await
     }
 }
@@ -240,8 +247,18 @@ fn delete_one_sql(table: &str, t: &TableInfo, columns: &[usize]) -> String {
             )
         })
         .collect();
+    let (verb, live) = match t.soft_delete {
+        true => {
+            let d = D.quote(SOFT_DELETED);
+            (
+                format!("UPDATE {table} SET {d} = now()"),
+                format!(" AND d.{d} IS NULL"),
+            )
+        }
+        false => (format!("DELETE FROM {table}"), String::new()),
+    };
     format!(
-        "DELETE FROM {table} WHERE ctid = (SELECT d.ctid FROM {table} AS d, ({}) AS o WHERE {} LIMIT 1)",
+        "{verb} WHERE ctid = (SELECT d.ctid FROM {table} AS d, ({}) AS o WHERE {}{live} LIMIT 1)",
         unnest_select(t, columns),
         equal.join(" AND ")
     )

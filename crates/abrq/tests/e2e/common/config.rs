@@ -507,6 +507,11 @@ impl Destination {
         self.set("table", table)
     }
 
+    /// `deletes = "soft"` or `"hard"`.
+    pub fn deletes(self, deletes: &str) -> Self {
+        self.set("deletes", deletes)
+    }
+
     pub fn mode(self, mode: &str) -> Self {
         self.set("mode", mode)
     }
