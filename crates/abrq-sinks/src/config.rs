@@ -179,7 +179,7 @@ mod tests {
     fn every_engine_refuses_a_key_it_does_not_have() {
         let object = "prefix, format, date_partitioning, manifest";
         let relational =
-            "table, schema, schema_drift, truncate, mode, primary_key, tls, tls_ca_file";
+            "table, schema, schema_drift, truncate, mode, deletes, primary_key, tls, tls_ca_file";
         let cases = [
             ("local", "database = \"/d\"", "region", object.to_string()),
             (
@@ -211,7 +211,7 @@ mod tests {
                 "kafka",
                 "host = \"k\"\ndatabase = \"t\"",
                 "table",
-                "partition_key, sasl_mechanism, tls, tls_ca_file".into(),
+                "partition_key, format, sasl_mechanism, tls, tls_ca_file".into(),
             ),
             ("postgres", "table = \"t\"", "format", relational.into()),
             (

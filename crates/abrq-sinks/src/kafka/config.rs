@@ -29,14 +29,15 @@ pub const CONNECTION: Connection = Connection {
 struct KafkaOptions {
     /// The field whose value becomes the message key.
     partition_key: Option<Text>,
+    /// The shape of each message (`json`, `debezium`, `cloudevents`).
+    #[serde(default)]
+    format: MessageFormat,
     /// `PLAIN` (default when `username` is set), `SCRAM-SHA-256` or
     /// `SCRAM-SHA-512`.
     sasl_mechanism: Option<Text>,
     #[serde(default)]
     tls: bool,
     tls_ca_file: Option<Text>,
-    #[serde(default)]
-    format: MessageFormat,
 }
 
 /// The shape of each message.
