@@ -87,13 +87,20 @@ pub enum Item {
     Schema {
         columns: Map<String, Value>,
     },
+    /// Where a source transaction begins or commits
+    /// (`transaction_markers = true`): `{"_abrq_marker": "begin" |
+    /// "commit", "_abrq_tx": {...}}`. Destinations that write events
+    /// (Kafka, JSON lines objects) write it; the others leave it out.
+    Marker {
+        fields: Map<String, Value>,
+    },
 }
 
 impl Item {
     pub fn as_record(&self) -> Option<&Record> {
         match self {
             Item::Record(r) => Some(r),
-            Item::Table(_) | Item::Truncate | Item::Schema { .. } => None,
+            Item::Table(_) | Item::Truncate | Item::Schema { .. } | Item::Marker { .. } => None,
         }
     }
 }

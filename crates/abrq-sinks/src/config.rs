@@ -211,7 +211,7 @@ mod tests {
                 "kafka",
                 "host = \"k\"\ndatabase = \"t\"",
                 "table",
-                "partition_key, format, sasl_mechanism, tls, tls_ca_file".into(),
+                "partition_key, format, transaction_topic, sasl_mechanism, tls, tls_ca_file".into(),
             ),
             ("postgres", "table = \"t\"", "format", relational.into()),
             (

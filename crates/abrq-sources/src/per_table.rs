@@ -157,7 +157,7 @@ impl PerTable {
                         self.shape(r, &mut rec.fields);
                     }
                 }
-                Item::Truncate => {}
+                Item::Truncate | Item::Marker { .. } => {}
             }
             chunk.items.push(item);
         }

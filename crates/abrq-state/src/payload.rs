@@ -93,6 +93,10 @@ fn write_item<W: io::Write>(mut w: W, item: &Item) -> Result<(), serde_json::Err
             w.write_all(b"S").map_err(io_err)?;
             serde_json::to_writer(&mut w, columns)?;
         }
+        Item::Marker { fields } => {
+            w.write_all(b"M").map_err(io_err)?;
+            serde_json::to_writer(&mut w, fields)?;
+        }
     }
     w.write_all(b"\n").map_err(io_err)
 }
@@ -143,6 +147,9 @@ pub fn decode_lines(bytes: &[u8]) -> Result<Vec<Item>, LineError> {
                 columns: serde_json::from_slice(rest).map_err(json)?,
             },
             b'N' => Item::Table(serde_json::from_slice(rest).map_err(json)?),
+            b'M' => Item::Marker {
+                fields: serde_json::from_slice(rest).map_err(json)?,
+            },
             b'{' => abrq_core::json::from_slice::<Item>(line).map_err(json)?,
             b' ' | b'\t' | b'\r' if line.iter().all(u8::is_ascii_whitespace) => continue,
             other => {

@@ -32,6 +32,9 @@ struct KafkaOptions {
     /// The shape of each message (`json`, `debezium`, `cloudevents`).
     #[serde(default)]
     format: MessageFormat,
+    /// Where a source's transaction markers go (default: beside the
+    /// table's changes).
+    transaction_topic: Option<Text>,
     /// `PLAIN` (default when `username` is set), `SCRAM-SHA-256` or
     /// `SCRAM-SHA-512`.
     sasl_mechanism: Option<Text>,
@@ -68,6 +71,8 @@ pub struct KafkaSettings {
     /// The field whose value becomes the message key.
     pub partition_key: Option<String>,
     pub format: MessageFormat,
+    /// The topic of transaction markers (None: each table's topic).
+    pub transaction_topic: Option<String>,
     /// The stream's source (Debezium's `source` block names it).
     pub source: SourceOrigin,
     /// SASL is on when a username is set.
@@ -126,6 +131,7 @@ impl KafkaSettings {
             topic,
             partition_key: text(&own.partition_key).map(str::to_string),
             format: own.format,
+            transaction_topic: text(&own.transaction_topic).map(str::to_string),
             source: cfg.source.clone(),
             username,
             password,

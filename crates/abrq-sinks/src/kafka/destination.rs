@@ -18,6 +18,7 @@ use super::config::{KafkaSettings, MessageFormat};
 use super::context::ClientErrors;
 use super::debezium;
 use super::errors::kafka_error;
+use super::markers;
 use super::message;
 use super::metadata::{fetch_partitions, fetch_topic_count, CHECK_WAIT, METADATA_TIMEOUT};
 use crate::failure::Failure;
@@ -33,25 +34,43 @@ const REFUSAL_POLL: Duration = Duration::from_millis(250);
 
 /// A record, encoded before anything is sent: a batch that cannot be
 /// encoded is refused whole, with nothing of it in the topic.
-struct Encoded {
-    index: usize,
+pub(super) struct Encoded {
+    pub(super) index: usize,
     /// `abrq_op`: insert, update, delete or truncate.
-    op: &'static str,
-    topic: Arc<str>,
+    pub(super) op: &'static str,
+    pub(super) topic: Arc<str>,
     /// The source table, for the `abrq_table` header.
-    table: Option<Arc<str>>,
-    key: Option<String>,
+    pub(super) table: Option<Arc<str>>,
+    pub(super) key: Option<String>,
     /// None: a tombstone.
-    value: Option<Vec<u8>>,
+    pub(super) value: Option<Vec<u8>>,
     /// After the idempotency key, for a second message of one record (a
     /// delete's tombstone).
-    part: &'static str,
+    pub(super) part: &'static str,
     /// More headers (CloudEvents' attributes).
-    extra: Vec<(&'static str, String)>,
+    pub(super) extra: Vec<(&'static str, String)>,
+}
+
+/// The topic of `table`'s records; item `index` names the record in an
+/// error.
+fn scope_topic(
+    topic: &super::topic::Topic,
+    table: Option<&abrq_core::TableRef>,
+    index: usize,
+) -> Result<Arc<str>, DeliveryError> {
+    topic.render(table).map(Arc::from).map_err(|e| {
+        Failure::Encoding {
+            record: Some(index),
+        }
+        .error(e)
+    })
 }
 
 /// A value as JSON; item `index` names the record in an error.
-fn json_bytes(value: &serde_json::Value, index: usize) -> Result<Vec<u8>, DeliveryError> {
+pub(super) fn json_bytes(
+    value: &serde_json::Value,
+    index: usize,
+) -> Result<Vec<u8>, DeliveryError> {
     serde_json::to_vec(value).map_err(|e| {
         Failure::Encoding {
             record: Some(index),
@@ -160,6 +179,20 @@ impl KafkaDestination {
         for (index, table, item) in abrq_core::scoped(&batch.items) {
             let record = match item {
                 Item::Record(r) => Some(r),
+                Item::Marker { fields } => {
+                    let topic = match &settings.transaction_topic {
+                        Some(t) => Arc::from(t.as_str()),
+                        None => scope_topic(&settings.topic, table, index)?,
+                    };
+                    out.push(markers::encoded(
+                        fields,
+                        settings.format,
+                        &batch.meta,
+                        index,
+                        topic,
+                    )?);
+                    continue;
+                }
                 Item::Truncate if settings.format == MessageFormat::Debezium => None,
                 // Kafka is a sink only: no truncation, no schema evolution.
                 Item::Truncate => {
@@ -174,14 +207,9 @@ impl KafkaDestination {
                 Item::Table(_) => continue,
             };
             if scope.is_none() || current != table {
-                let name = settings.topic.render(table).map_err(|e| {
-                    Failure::Encoding {
-                        record: Some(index),
-                    }
-                    .error(e)
-                })?;
+                let name = scope_topic(&settings.topic, table, index)?;
                 let t = table.map(|t| Arc::<str>::from(t.to_string()));
-                scope = Some((Arc::from(name), t));
+                scope = Some((name, t));
                 current = table;
             }
             let (topic, table_name) = scope.clone().expect("set above");
@@ -214,8 +242,9 @@ impl KafkaDestination {
                     let time = message::commit_time(r)
                         .unwrap_or_else(|| batch.meta.staged_at.to_rfc3339());
                     let stream = &settings.stream;
+                    let kind = format!("record.{}", r.op.as_str());
                     let headers =
-                        cloudevents::headers(id, stream, table_name.as_deref(), r.op, time);
+                        cloudevents::headers(id, stream, table_name.as_deref(), &kind, time);
                     (message::value(r, index)?, headers)
                 }
             };

@@ -76,7 +76,7 @@ fn with_tables(batch: &Batch) -> Result<Option<Batch>, DeliveryError> {
                 r.fields
                     .insert(TABLE_FIELD.into(), Value::String(t.clone()));
             }
-            Item::Truncate | Item::Schema { .. } => {}
+            Item::Truncate | Item::Schema { .. } | Item::Marker { .. } => {}
         }
     }
     Ok(Some(Batch {
@@ -100,7 +100,14 @@ fn encode_flat(format: ObjectFormat, batch: &Batch) -> Result<Encoded, DeliveryE
             }
             Item::Truncate => enc.ignored_truncates += 1,
             Item::Schema { .. } => enc.ignored_schemas += 1,
-            Item::Table(_) => {}
+            // a JSON lines object writes a transaction's markers as lines;
+            // CSV and Parquet hold rows only
+            Item::Marker { .. }
+                if matches!(format, ObjectFormat::Jsonl | ObjectFormat::JsonlGz) =>
+            {
+                enc.rows += 1
+            }
+            Item::Marker { .. } | Item::Table(_) => {}
         }
     }
     // The staged size is the records as JSON: close to the encoded size.
@@ -120,10 +127,14 @@ fn encode_flat(format: ObjectFormat, batch: &Batch) -> Result<Encoded, DeliveryE
 
 /// One JSON object per line: the record's fields, plus `_abrq_op` when the
 /// record is not an insert (so consumers of append-only files can see
-/// updates and deletes).
+/// updates and deletes); a transaction marker as its own line.
 fn write_jsonl(mut out: Out, batch: &Batch) -> io::Result<Vec<u8>> {
-    for r in batch.records() {
-        serde_json::to_writer(&mut out, &FlatJson(r))?;
+    for item in &batch.items {
+        match item {
+            Item::Record(r) => serde_json::to_writer(&mut out, &FlatJson(r))?,
+            Item::Marker { fields } => serde_json::to_writer(&mut out, fields)?,
+            Item::Table(_) | Item::Truncate | Item::Schema { .. } => continue,
+        }
         out.write_all(b"\n")?;
     }
     out.finish()

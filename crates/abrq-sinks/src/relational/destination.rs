@@ -147,6 +147,10 @@ impl<B: Backend> RelationalDestination<B> {
         let mut out: Groups<'a> = Vec::new();
         let mut current: Option<(Option<&abrq_core::TableRef>, usize)> = None;
         for (i, source, item) in scoped(&batch.items) {
+            // a transaction marker is not a row of any table
+            if matches!(item, Item::Marker { .. }) {
+                continue;
+            }
             let at = match current {
                 Some((s, at)) if s == source => at,
                 _ => {

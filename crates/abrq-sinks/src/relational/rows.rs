@@ -39,7 +39,7 @@ pub fn steps<'a>(
                 TruncatePolicy::Apply => out.truncate(),
                 TruncatePolicy::Ignore => counts.ignored_truncates += 1,
             },
-            Item::Schema { .. } | Item::Table(_) => {}
+            Item::Schema { .. } | Item::Table(_) | Item::Marker { .. } => {}
             Item::Record(r) if keyless && r.op == Op::Delete => {
                 let (columns, cells) = whole_row(i, &r.fields, table, &index, &[])?;
                 out.delete_one(columns, Row { item: i, cells });

@@ -65,6 +65,7 @@ pub fn settings(brokers: &str, topic: &str, partition_key: Option<&str>) -> Kafk
         topic: abrq_sinks::kafka::topic::Topic::parse(topic).expect("a valid topic"),
         partition_key: partition_key.map(str::to_string),
         format: Default::default(),
+        transaction_topic: None,
         source: Default::default(),
         username: None,
         password: None,

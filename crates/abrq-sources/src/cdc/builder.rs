@@ -39,6 +39,18 @@ impl Builder {
         self.chunk.items.push(Item::Record(record));
     }
 
+    /// A transaction's marker, beside a change of `table` (in its scope,
+    /// so a destination that routes by table puts it with that change).
+    pub fn marker(
+        &mut self,
+        table: &Arc<Table>,
+        fields: serde_json::Map<String, serde_json::Value>,
+    ) {
+        self.scope_to(table);
+        self.declare_once(table);
+        self.chunk.items.push(Item::Marker { fields });
+    }
+
     pub fn truncate(&mut self, table: &Arc<Table>) {
         self.scope_to(table);
         self.declare_once(table);
@@ -131,6 +143,7 @@ mod tests {
                 Item::Table(_) => "t",
                 Item::Truncate => "x",
                 Item::Schema { .. } => "s",
+                Item::Marker { .. } => "m",
             })
             .collect()
     }

@@ -8,6 +8,7 @@
 //! skips exactly those.
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use async_trait::async_trait;
@@ -16,7 +17,7 @@ use super::backfill::Backfills;
 use super::builder::Builder;
 use super::cursor::{CopyAt, Cursor, Staged};
 use super::deadline::{self, within};
-use super::protocol::{Ctx, Opening, Protocol, Step, TxInfo, View};
+use super::protocol::{Ctx, Opening, Protocol, Step, Table, TxInfo, View};
 use crate::cdc::builder::TX_FIELD;
 use crate::chunk::{Chunk, Limits};
 use crate::error::{Failure, SourceError};
@@ -54,6 +55,8 @@ struct Txn {
     info: Option<TxInfo>,
     /// Changes of it seen so far per table (`_abrq_tx.table_index`).
     per_table: Vec<(abrq_core::TableRef, u64)>,
+    /// The table of its last change read (where its commit marker goes).
+    last_table: Option<Arc<Table>>,
 }
 
 impl Txn {
@@ -104,6 +107,9 @@ pub struct ChangeReader<P: Protocol> {
     audited: Instant,
     /// Each change carries `_abrq_tx` (`transaction_metadata = true`).
     tx_metadata: bool,
+    /// Transactions begin and commit with markers
+    /// (`transaction_markers = true`).
+    tx_markers: bool,
 }
 
 impl<P: Protocol> ChangeReader<P> {
@@ -131,7 +137,15 @@ impl<P: Protocol> ChangeReader<P> {
             heard: Instant::now(),
             audited: Instant::now(),
             tx_metadata: false,
+            tx_markers: false,
         })
+    }
+
+    /// Each transaction with a captured change gets a begin marker before
+    /// its first change and a commit marker after its last.
+    pub fn with_tx_markers(mut self, on: bool) -> Self {
+        self.tx_markers = on;
+        self
     }
 
     /// Each change carries `_abrq_tx`, and each table declares it.
@@ -385,14 +399,25 @@ impl<P: Protocol> ChangeReader<P> {
                     self.txn.per_table.clear();
                 }
                 Step::Change(table, mut record) => {
-                    let in_table = match self.tx_metadata {
+                    let in_table = match self.tx_metadata || self.tx_markers {
                         true => self.txn.table_index(&table.table),
                         false => 0,
                     };
+                    // a restart inside a transaction staged its begin already
+                    let first = self.txn.changes == 0 && self.txn.skip == 0;
+                    if self.tx_markers {
+                        self.txn.last_table = Some(table.clone());
+                    }
                     if self.txn.counts() {
+                        if self.tx_markers && first {
+                            out.marker(
+                                &table,
+                                marker("begin", tx_field(self.txn.info.as_ref(), None)),
+                            );
+                        }
                         if self.tx_metadata {
                             let at = (self.txn.changes - 1, in_table);
-                            let tx = tx_field(self.txn.info.as_ref(), at);
+                            let tx = tx_field(self.txn.info.as_ref(), Some(at));
                             record.fields.insert(TX_FIELD.into(), tx);
                         }
                         out.record(&table, record);
@@ -417,6 +442,18 @@ impl<P: Protocol> ChangeReader<P> {
                     }
                 }
                 Step::Commit { at, time } => {
+                    if let (true, Some(last)) = (self.tx_markers, self.txn.last_table.take()) {
+                        let mut tx = tx_field(self.txn.info.as_ref(), None);
+                        tx["changes"] = self.txn.changes.into();
+                        let tables: serde_json::Map<String, serde_json::Value> = self
+                            .txn
+                            .per_table
+                            .iter()
+                            .map(|(t, n)| (t.to_string(), (*n).into()))
+                            .collect();
+                        tx["tables"] = tables.into();
+                        out.marker(&last, marker("commit", tx));
+                    }
                     self.txn = Txn::default();
                     if time.is_some() {
                         self.last_commit = time;
@@ -483,19 +520,31 @@ impl<P: Protocol> ChangeReader<P> {
 }
 
 /// `_abrq_tx`: the change's transaction (id, commit position, commit
-/// time), its index in it and among its table's changes in it, from 0.
-fn tx_field(info: Option<&TxInfo>, (index, table_index): (u64, u64)) -> serde_json::Value {
+/// time), and for a change its index in it and among its table's changes
+/// in it, from 0.
+fn tx_field(info: Option<&TxInfo>, at: Option<(u64, u64)>) -> serde_json::Value {
     let time = info.and_then(|i| i.time).map(|t| {
         chrono::DateTime::<chrono::Utc>::from(t)
             .to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
     });
-    serde_json::json!({
+    let mut tx = serde_json::json!({
         "id": info.map(|i| &i.id),
         "position": info.map(|i| &i.position),
         "time": time,
-        "index": index,
-        "table_index": table_index,
-    })
+    });
+    if let Some((index, table_index)) = at {
+        tx["index"] = index.into();
+        tx["table_index"] = table_index.into();
+    }
+    tx
+}
+
+/// A transaction marker's fields.
+fn marker(mark: &str, tx: serde_json::Value) -> serde_json::Map<String, serde_json::Value> {
+    let mut fields = serde_json::Map::new();
+    fields.insert("_abrq_marker".into(), mark.into());
+    fields.insert(TX_FIELD.into(), tx);
+    fields
 }
 
 /// The cursor of a transaction spanning batches: at its start, counting

@@ -35,6 +35,7 @@ struct MysqlOptions {
     cursor: Option<Text>,
     poll_interval: Option<Dur>,
     transaction_metadata: Option<bool>,
+    transaction_markers: Option<bool>,
     #[serde(default)]
     per_table: BTreeMap<String, TableOptions>,
     mask_salt: Option<Secret>,
@@ -79,6 +80,8 @@ pub struct MysqlSettings {
     pub poll_interval: Duration,
     /// Each change carries `_abrq_tx` (cdc).
     pub transaction_metadata: bool,
+    /// Transactions begin and commit with markers (cdc).
+    pub transaction_markers: bool,
     /// Columns left out or masked, per table.
     pub per_table: PerTable,
 }
@@ -112,6 +115,11 @@ impl MysqlSettings {
                 only(
                     "transaction_metadata",
                     o.transaction_metadata.is_some(),
+                    "cdc",
+                )?;
+                only(
+                    "transaction_markers",
+                    o.transaction_markers.is_some(),
                     "cdc",
                 )?;
                 if text(&o.cursor).is_none() {
@@ -209,6 +217,7 @@ impl MysqlSettings {
             cursor: text(&o.cursor),
             poll_interval,
             transaction_metadata: o.transaction_metadata.unwrap_or(false),
+            transaction_markers: o.transaction_markers.unwrap_or(false),
             per_table,
         })
     }

@@ -64,6 +64,7 @@ struct PostgresOptions {
     publication: Option<Text>,
     snapshot: Option<Snapshot>,
     transaction_metadata: Option<bool>,
+    transaction_markers: Option<bool>,
     #[serde(default)]
     per_table: BTreeMap<String, TableOptions>,
     mask_salt: Option<Secret>,
@@ -237,6 +238,8 @@ pub struct PostgresSettings {
     pub snapshot: Snapshot,
     /// Each change carries `_abrq_tx` (cdc).
     pub transaction_metadata: bool,
+    /// Transactions begin and commit with markers (cdc).
+    pub transaction_markers: bool,
     /// Columns left out or masked, per table.
     pub per_table: PerTable,
     /// Only the rows this filter keeps, in the query (a backfill's
@@ -309,6 +312,11 @@ impl PostgresSettings {
                 o.transaction_metadata.is_some(),
                 "cdc",
             )?;
+            only(
+                "transaction_markers",
+                o.transaction_markers.is_some(),
+                "cdc",
+            )?;
         }
         let per_table = PerTable::new(o.per_table.clone(), o.mask_salt.clone())
             .map_err(|(key, why)| at(key, why))?;
@@ -353,6 +361,7 @@ impl PostgresSettings {
             publication: text(&o.publication),
             snapshot: o.snapshot.unwrap_or_default(),
             transaction_metadata: o.transaction_metadata.unwrap_or(false),
+            transaction_markers: o.transaction_markers.unwrap_or(false),
             per_table,
             filter: None,
         })

@@ -432,6 +432,7 @@ mod tests {
             publication: None,
             snapshot: Default::default(),
             transaction_metadata: false,
+            transaction_markers: false,
             per_table: Default::default(),
             filter: None,
         }

@@ -230,6 +230,17 @@ async fn postgres_changes_reach_debezium_and_cloudevents_consumers_with_their_tr
         .execute(&src)
         .await
         .unwrap();
+    // a last row after the truncate: once it is in the history, all
+    // before it is staged
+    sqlx::query(&format!("INSERT INTO {table} VALUES (99, 'last', 0)"))
+        .execute(&src)
+        .await
+        .unwrap();
+    wait_until(LONG, "the last row in the history", async || {
+        let out = read_dest(&abrq.path("out"));
+        out.objects.values().map(|o| o.records.len()).sum::<usize>() >= 6
+    })
+    .await;
     let st = abrq.wait_drained("shop", Duration::ZERO, LONG).await;
     for d in ["dbz", "ce", "history"] {
         assert_eq!(u(&dest_of(&st, d)["pending_dead_letters"]), 0, "{d}: {st}");
@@ -239,9 +250,9 @@ async fn postgres_changes_reach_debezium_and_cloudevents_consumers_with_their_tr
     let records = history(&abrq, "shop");
     let changes: Vec<&Map<String, Value>> = records
         .iter()
-        .filter(|r| r.contains_key("_abrq_tx"))
+        .filter(|r| r.contains_key("_abrq_tx") && r["id"] != 99)
         .collect();
-    assert_eq!(records.len(), 5, "{records:?}");
+    assert_eq!(records.len(), 6, "{records:?}");
     assert_eq!(changes.len(), 3, "the copied rows carry no transaction");
     for (i, r) in changes.iter().enumerate() {
         let t = &r["_abrq_tx"];
@@ -264,7 +275,7 @@ async fn postgres_changes_reach_debezium_and_cloudevents_consumers_with_their_tr
             false => m.value["op"].as_str().unwrap_or("?"),
         })
         .collect();
-    assert_eq!(ops, ["c", "c", "c", "u", "d", "tombstone", "t"]);
+    assert_eq!(ops, ["c", "c", "c", "u", "d", "tombstone", "t", "c"]);
     for m in messages.iter().filter(|m| !m.tombstone) {
         let (e, s): (Envelope, PgSource) = envelope(m, PG_SOURCE);
         assert_eq!(
@@ -289,6 +300,10 @@ async fn postgres_changes_reach_debezium_and_cloudevents_consumers_with_their_tr
         match &e.transaction {
             // the copied rows and the truncate's own transaction
             None => assert!(s.tx_id.is_none() && s.lsn.is_none(), "{s:?}"),
+            Some(t) if t.id != xid.to_string() => {
+                assert_eq!(e.after.as_ref().map(|a| a["id"].clone()), Some(99.into()));
+                assert!(s.lsn > Some(commit_lsn), "{s:?}");
+            }
             Some(t) => {
                 assert_eq!(
                     (t.id.as_str(), s.tx_id),
@@ -304,7 +319,7 @@ async fn postgres_changes_reach_debezium_and_cloudevents_consumers_with_their_tr
         .iter()
         .filter_map(|m| m.value.get("transaction")?.get("total_order")?.as_i64())
         .collect();
-    assert_eq!(orders, [1, 2, 3]);
+    assert_eq!(orders, [1, 2, 3, 1]);
     let (delete, tombstone) = (&messages[4], &messages[5]);
     assert_eq!(delete.value["before"]["id"], 2);
     assert_eq!(tombstone.key.as_deref(), Some("{\"id\":2}"));
@@ -312,7 +327,7 @@ async fn postgres_changes_reach_debezium_and_cloudevents_consumers_with_their_tr
 
     // the CloudEvents consumer: binary mode, one event per record
     let events = sinks::kafka(&brokers, &ce).await;
-    assert_eq!(events.len(), 5);
+    assert_eq!(events.len(), 6);
     for m in &events {
         let h = &m.headers;
         assert_eq!(h["ce_specversion"], "1.0");
@@ -480,4 +495,165 @@ async fn mariadb_changes_reach_a_debezium_consumer_with_their_gtid_and_binlog_pl
         .await
         .unwrap();
     pg::drop_schemas(&dst, &[&dst_schema]).await;
+}
+
+/// `transaction_markers = true`: each transaction's changes between its
+/// begin and commit markers, in the JSON lines history and a Kafka topic
+/// alike, also for a transaction that spans batches; Debezium's
+/// transaction metadata (BEGIN, END with counts per table) on
+/// `transaction_topic`.
+#[tokio::test(flavor = "multi_thread")]
+async fn transactions_begin_and_commit_with_markers() {
+    let brokers = std::env::var("ABRQ_TEST_KAFKA_BROKERS").unwrap_or("127.0.0.1:9092".into());
+    let events = sinks::create_topic(&brokers, "e2e-markers", 1).await;
+    let txs = sinks::create_topic(&brokers, "e2e-markers-tx", 1).await;
+    let dbz = sinks::create_topic(&brokers, "e2e-markers-dbz", 1).await;
+    let src = PgPool::connect(&pg::cdc_url())
+        .await
+        .expect("the cdc cluster");
+    let tag = pg::tag();
+    let (schema, slot) = (format!("marks_{tag}"), format!("abrq_marks_{tag}"));
+    for sql in [
+        format!("CREATE SCHEMA \"{schema}\""),
+        format!("CREATE TABLE \"{schema}\".a (id int PRIMARY KEY, v int)"),
+        format!("CREATE TABLE \"{schema}\".b (id int PRIMARY KEY, v int)"),
+    ] {
+        sqlx::query(&sql).execute(&src).await.unwrap();
+    }
+    let mut abrq = Abrq::new();
+    let source = Source::postgres("cdc")
+        .connection(&pg::cdc_url())
+        .tables(&[&format!("{schema}.*")])
+        .slot(&slot)
+        .publication(&slot)
+        .transaction_markers();
+    let text = Config::new(&abrq)
+        .stream(
+            Stream::new("marks", source)
+                .max_records(5)
+                .max_wait("20ms")
+                .destination(
+                    Destination::kafka("events")
+                        .host(&brokers)
+                        .database(&events),
+                )
+                .destination(
+                    Destination::kafka("dbz")
+                        .host(&brokers)
+                        .database(&dbz)
+                        .format("debezium")
+                        .transaction_topic(&txs),
+                )
+                .destination(
+                    Destination::local("history", abrq.p("out"))
+                        .format("jsonl")
+                        .manifest(),
+                ),
+        )
+        .to_string();
+    abrq.write_config(&text);
+    abrq.start().await;
+    abrq.wait_status("marks", "streaming", |st| {
+        st["source"]["position"]["snapshot"]["state"] == "done"
+    })
+    .await;
+    let (a, b) = (format!("\"{schema}\".a"), format!("\"{schema}\".b"));
+    let mut tx = src.begin().await.unwrap();
+    for sql in [
+        format!("INSERT INTO {a} VALUES (1, 1), (2, 2)"),
+        format!("INSERT INTO {b} VALUES (1, 1)"),
+    ] {
+        sqlx::query(&sql).execute(&mut *tx).await.unwrap();
+    }
+    tx.commit().await.unwrap();
+    // twelve changes: more than a batch holds
+    sqlx::query(&format!(
+        "INSERT INTO {b} SELECT g, g FROM generate_series(10, 21) AS g"
+    ))
+    .execute(&src)
+    .await
+    .unwrap();
+    sqlx::query(&format!("UPDATE {a} SET v = 5 WHERE id = 1"))
+        .execute(&src)
+        .await
+        .unwrap();
+    wait_until(LONG, "three transactions in the history", async || {
+        let out = read_dest(&abrq.path("out"));
+        out.objects.values().map(|o| o.records.len()).sum::<usize>() >= 16 + 6
+    })
+    .await;
+    let st = abrq.wait_drained("marks", Duration::ZERO, LONG).await;
+    for d in ["events", "dbz", "history"] {
+        assert_eq!(u(&dest_of(&st, d)["pending_dead_letters"]), 0, "{d}: {st}");
+    }
+    // the history and the topic: begin, the changes, commit (with counts)
+    let lines = history(&abrq, "marks");
+    let topic: Vec<Map<String, Value>> = sinks::kafka(&brokers, &events)
+        .await
+        .into_iter()
+        .map(|m| m.value)
+        .collect();
+    for (name, items) in [("history", &lines), ("topic", &topic)] {
+        let mut shape = Vec::new();
+        let mut open: Option<(String, u64)> = None;
+        for r in items {
+            match r.get("_abrq_marker").and_then(Value::as_str) {
+                Some("begin") => {
+                    assert!(open.is_none(), "{name}: begin inside a transaction");
+                    open = Some((r["_abrq_tx"]["id"].as_str().unwrap().to_string(), 0));
+                }
+                Some("commit") => {
+                    let (id, n) = open.take().expect("a commit after its begin");
+                    assert_eq!(r["_abrq_tx"]["id"], id.as_str(), "{name}");
+                    assert_eq!(r["_abrq_tx"]["changes"], n, "{name}: {r:?}");
+                    shape.push((n, r["_abrq_tx"]["tables"].clone()));
+                }
+                _ => open.as_mut().expect("a change inside a transaction").1 += 1,
+            }
+        }
+        let (ta, tb) = (format!("{schema}.a"), format!("{schema}.b"));
+        assert_eq!(
+            shape,
+            [
+                (3, serde_json::json!({ta.clone(): 2, tb.clone(): 1})),
+                (12, serde_json::json!({tb: 12})),
+                (1, serde_json::json!({ta: 1})),
+            ],
+            "{name}"
+        );
+    }
+    // Debezium's transaction metadata
+    let meta: Vec<Map<String, Value>> = sinks::kafka(&brokers, &txs)
+        .await
+        .into_iter()
+        .map(|m| m.value)
+        .collect();
+    let statuses: Vec<(&str, Option<i64>)> = meta
+        .iter()
+        .map(|m| (m["status"].as_str().unwrap(), m["event_count"].as_i64()))
+        .collect();
+    assert_eq!(
+        statuses,
+        [
+            ("BEGIN", None),
+            ("END", Some(3)),
+            ("BEGIN", None),
+            ("END", Some(12)),
+            ("BEGIN", None),
+            ("END", Some(1))
+        ]
+    );
+    for m in &meta {
+        assert!(m["id"].is_string() && m["ts_ms"].is_i64(), "{m:?}");
+    }
+    let collections = &meta[1]["data_collections"];
+    assert_eq!(
+        collections,
+        &serde_json::json!([
+            {"data_collection": format!("{schema}.a"), "event_count": 2},
+            {"data_collection": format!("{schema}.b"), "event_count": 1}
+        ])
+    );
+    abrq.kill();
+    pg::drop_cdc(&src, &slot, &[&schema]).await;
 }

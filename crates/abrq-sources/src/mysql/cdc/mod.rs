@@ -93,6 +93,7 @@ impl MysqlCdcSource {
     /// stream's name unless set), from the stored cursor.
     pub fn open(settings: MysqlSettings, spec: &SourceSpec<'_>) -> Result<Self, SourceError> {
         let tx_metadata = settings.transaction_metadata;
+        let tx_markers = settings.transaction_markers;
         let replica = MysqlCdc {
             server_id: settings.server_id_for(spec.stream),
             captured: settings.tables.iter().cloned().collect(),
@@ -103,7 +104,7 @@ impl MysqlCdcSource {
             settings,
         };
         ChangeReader::new(replica, BinlogAt::default(), spec.cursor)
-            .map(|r| r.with_tx_metadata(tx_metadata))
+            .map(|r| r.with_tx_metadata(tx_metadata).with_tx_markers(tx_markers))
     }
 
     pub fn server_id(&self) -> u32 {

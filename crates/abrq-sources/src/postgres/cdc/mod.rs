@@ -84,6 +84,7 @@ impl PgCdcSource {
     pub fn open(settings: PostgresSettings, spec: &SourceSpec<'_>) -> Result<Self, SourceError> {
         let named = |set: &Option<String>| set.clone().unwrap_or_else(|| derived_name(spec.stream));
         let tx_metadata = settings.transaction_metadata;
+        let tx_markers = settings.transaction_markers;
         let proto = PgCdc {
             slot: named(&settings.slot),
             publication: named(&settings.publication),
@@ -94,7 +95,7 @@ impl PgCdcSource {
             lag_bytes: None,
         };
         ChangeReader::new(proto, Lsn::from_u64(0), spec.cursor)
-            .map(|r| r.with_tx_metadata(tx_metadata))
+            .map(|r| r.with_tx_metadata(tx_metadata).with_tx_markers(tx_markers))
     }
 
     pub fn slot_name(&self) -> &str {

@@ -366,6 +366,11 @@ impl Source {
         self.set("transaction_metadata", true)
     }
 
+    /// Transactions begin and commit with markers.
+    pub fn transaction_markers(self) -> Self {
+        self.set("transaction_markers", true)
+    }
+
     /// `per_table`: each table's `columns`, `exclude_columns`, `mask`, as
     /// a TOML table.
     pub fn per_table(self, tables: Value) -> Self {
@@ -505,6 +510,11 @@ impl Destination {
 
     pub fn table(self, table: &str) -> Self {
         self.set("table", table)
+    }
+
+    /// Kafka: where transaction markers go.
+    pub fn transaction_topic(self, topic: &str) -> Self {
+        self.set("transaction_topic", topic)
     }
 
     /// `deletes = "soft"` or `"hard"`.
