@@ -23,6 +23,12 @@ impl Op {
     }
 }
 
+/// The field a database source's change carries its transaction in
+/// (`transaction_metadata = true`), and a transaction marker's too.
+pub const TX_FIELD: &str = "_abrq_tx";
+/// A transaction marker's field saying `begin` or `commit`.
+pub const MARKER_FIELD: &str = "_abrq_marker";
+
 /// A JSON object plus its operation.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Record {

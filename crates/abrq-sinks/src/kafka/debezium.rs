@@ -14,11 +14,8 @@
 //! key, no value), so a compacted topic forgets the row.
 
 use abrq_core::config::{SourceEngine, SourceOrigin};
-use abrq_core::{Op, Record, TableRef};
+use abrq_core::{Op, Record, TableRef, TX_FIELD};
 use serde_json::{json, Map, Value};
-
-/// The field a change carries its transaction in (from the source).
-pub const TX_FIELD: &str = "_abrq_tx";
 
 /// What every envelope of one destination shares.
 pub struct Origin<'a> {

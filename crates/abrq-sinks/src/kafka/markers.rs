@@ -9,7 +9,7 @@
 
 use std::sync::Arc;
 
-use abrq_core::{BatchMeta, DeliveryError};
+use abrq_core::{BatchMeta, DeliveryError, MARKER_FIELD, TX_FIELD};
 use serde_json::{json, Map, Value};
 
 use super::cloudevents;
@@ -25,8 +25,8 @@ pub(super) fn encoded(
     index: usize,
     topic: Arc<str>,
 ) -> Result<Encoded, DeliveryError> {
-    let tx = fields.get("_abrq_tx").cloned().unwrap_or(Value::Null);
-    let commit = fields.get("_abrq_marker").and_then(Value::as_str) == Some("commit");
+    let tx = fields.get(TX_FIELD).cloned().unwrap_or(Value::Null);
+    let commit = fields.get(MARKER_FIELD).and_then(Value::as_str) == Some("commit");
     let op = if commit { "commit" } else { "begin" };
     let id = tx.get("id").and_then(Value::as_str).map(str::to_string);
     let time = tx.get("time").and_then(Value::as_str);

@@ -68,7 +68,7 @@ pub fn idempotency_key(batch_key: &str, index: usize, part: &str) -> String {
 
 /// The record's commit time from its `_abrq_tx`, when the source gave it.
 pub fn commit_time(record: &Record) -> Option<String> {
-    let tx = record.fields.get(super::debezium::TX_FIELD)?;
+    let tx = record.fields.get(abrq_core::TX_FIELD)?;
     tx.get("time")?.as_str().map(str::to_string)
 }
 

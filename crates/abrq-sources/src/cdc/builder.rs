@@ -4,13 +4,10 @@
 
 use std::sync::Arc;
 
-use abrq_core::{Item, Record, TableRef};
+use abrq_core::{Item, Record, TableRef, TX_FIELD};
 
 use super::protocol::Table;
 use crate::chunk::{record_bytes, Chunk, Limits};
-
-/// The field each change carries its transaction in, when asked.
-pub const TX_FIELD: &str = "_abrq_tx";
 
 #[derive(Default)]
 pub struct Builder {

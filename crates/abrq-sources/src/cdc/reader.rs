@@ -18,7 +18,6 @@ use super::builder::Builder;
 use super::cursor::{CopyAt, Cursor, Staged};
 use super::deadline::{self, within};
 use super::protocol::{Ctx, Opening, Protocol, Step, Table, TxInfo, View};
-use crate::cdc::builder::TX_FIELD;
 use crate::chunk::{Chunk, Limits};
 use crate::error::{Failure, SourceError};
 use crate::progress::Progress;
@@ -418,7 +417,7 @@ impl<P: Protocol> ChangeReader<P> {
                         if self.tx_metadata {
                             let at = (self.txn.changes - 1, in_table);
                             let tx = tx_field(self.txn.info.as_ref(), Some(at));
-                            record.fields.insert(TX_FIELD.into(), tx);
+                            record.fields.insert(abrq_core::TX_FIELD.into(), tx);
                         }
                         out.record(&table, record);
                     }
@@ -542,8 +541,8 @@ fn tx_field(info: Option<&TxInfo>, at: Option<(u64, u64)>) -> serde_json::Value 
 /// A transaction marker's fields.
 fn marker(mark: &str, tx: serde_json::Value) -> serde_json::Map<String, serde_json::Value> {
     let mut fields = serde_json::Map::new();
-    fields.insert("_abrq_marker".into(), mark.into());
-    fields.insert(TX_FIELD.into(), tx);
+    fields.insert(abrq_core::MARKER_FIELD.into(), mark.into());
+    fields.insert(abrq_core::TX_FIELD.into(), tx);
     fields
 }
 
