@@ -114,6 +114,19 @@ impl PerTable {
         self.tables.iter().map(|(n, _, _)| n.as_str())
     }
 
+    /// The columns of `table` that are masked: their values differ from
+    /// the source's by design.
+    pub fn masked(&self, table: &TableRef) -> Vec<String> {
+        self.of(Some(table))
+            .map(|(o, _)| o.mask.keys().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// The filter that keeps `table`'s rows, if it has one.
+    pub fn filter(&self, table: &TableRef) -> Option<&Expr> {
+        self.of(Some(table)).and_then(|(_, f)| f)
+    }
+
     /// The options of `table`: `schema.name` as written, or `name` alone.
     fn of(&self, table: Option<&TableRef>) -> Option<(&TableOptions, Option<&Expr>)> {
         let t = table?;

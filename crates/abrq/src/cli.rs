@@ -93,6 +93,25 @@ pub enum Command {
         #[command(flatten)]
         remote: Remote,
     },
+    /// Compare a postgres or mysql replica with its source while the
+    /// stream runs: row counts, checksums over key ranges, the keys that
+    /// differ. Exits 1 when the replica differs.
+    Verify {
+        #[command(flatten)]
+        target: Target,
+        /// One captured table (schema.name); all of them when absent.
+        #[arg(long)]
+        table: Option<String>,
+        /// Delete the replica's extra rows and backfill the missing and
+        /// changed keys from the source, then check them again.
+        #[arg(long)]
+        repair: bool,
+        /// Print the result as JSON.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        remote: Remote,
+    },
 }
 
 #[derive(Subcommand)]

@@ -38,6 +38,13 @@ pub async fn dispatch(cmd: Command) -> anyhow::Result<()> {
             filter,
             remote,
         } => remote::backfill(&remote, &stream, table.as_deref(), filter.as_deref()).await,
+        Command::Verify {
+            target,
+            table,
+            repair,
+            json,
+            remote,
+        } => remote::verify(&remote, &target, table.as_deref(), repair, json).await,
     }
 }
 

@@ -235,6 +235,55 @@ pub async fn backfill(
     Ok(())
 }
 
+/// Starts a verification on the server, waits for it and prints the
+/// result; an error when the replica differs, so scripts can tell.
+pub async fn verify(
+    remote: &Remote,
+    target: &Target,
+    table: Option<&str>,
+    repair: bool,
+    json: bool,
+) -> anyhow::Result<()> {
+    let client = Client::new(remote)?;
+    let path = format!("{}/verify", dest_path(target));
+    let mut u = reqwest::Url::parse("http://query/").expect("a fixed url");
+    if let Some(t) = table {
+        u.query_pairs_mut().append_pair("table", t);
+    }
+    if repair {
+        u.query_pairs_mut().append_pair("repair", "true");
+    }
+    let start = match u.query() {
+        Some(q) => format!("{path}?{q}"),
+        None => path.clone(),
+    };
+    client.post(&start).await?;
+    let body = loop {
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        let body = client.get(&path).await?;
+        if body["state"] != "running" {
+            break body;
+        }
+    };
+    if json {
+        print_json(&body);
+    } else {
+        println!("{}", report::verify_tables(&body));
+        println!("{}s", body["seconds"]);
+    }
+    if let Some(e) = body["error"].as_str() {
+        anyhow::bail!("verification failed: {e}");
+    }
+    if body["equal"] != true {
+        anyhow::bail!(
+            "{}/{} differs from its source",
+            target.stream,
+            target.destination
+        );
+    }
+    Ok(())
+}
+
 pub async fn source(cmd: SourceCmd) -> anyhow::Result<()> {
     match cmd {
         SourceCmd::Restart { stream, remote } => {

@@ -3,6 +3,8 @@
 
 mod progress;
 mod status;
+mod verify;
 
 pub use progress::{summary, Progress};
 pub use status::{dead_letter_table, nodes_table, source_table, status_table, Rates};
+pub use verify::verify_tables;

@@ -13,6 +13,7 @@ mod ingest;
 mod listener;
 mod timeouts;
 mod tls;
+mod verify;
 
 pub use listener::Limits;
 pub use tls::Tls;
@@ -41,6 +42,9 @@ pub struct AppState {
     /// Per stream: the ingest token and the body limit.
     ingest: Arc<HashMap<String, (Option<String>, u64)>>,
     allowed_hosts: guard::AllowedHosts,
+    /// What verification reads: each stream's source and destinations.
+    config: Arc<Config>,
+    verifications: Arc<verify::Verifications>,
 }
 
 impl AppState {
@@ -86,6 +90,8 @@ impl AppState {
                     .map(|h| h.0.clone())
                     .collect::<Vec<_>>(),
             ),
+            config: Arc::new(config.clone()),
+            verifications: Arc::default(),
         }
     }
 }
@@ -141,6 +147,10 @@ pub fn router(state: AppState) -> Router {
         .route(
             "/v1/streams/{s}/destinations/{d}/breaker/reset",
             post(api::reset_breaker),
+        )
+        .route(
+            "/v1/streams/{s}/destinations/{d}/verify",
+            get(verify::last).post(verify::start),
         )
         .route(
             "/v1/streams/{s}/destinations/{d}/{action}",

@@ -127,3 +127,5 @@ mod state_tls;
 mod supervision;
 mod tls;
 mod upgrade;
+#[cfg(feature = "services")]
+mod verify;
