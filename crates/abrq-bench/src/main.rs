@@ -17,6 +17,7 @@ mod relational;
 mod scale_out;
 mod staging;
 mod staging_postgres;
+mod verify;
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -102,6 +103,9 @@ enum BenchCmd {
     /// unnest-INSERT and COPY loops (PostgreSQL) and a raw multi-row
     /// INSERT loop (MySQL) on the same server.
     Relational(relational::RelationalArgs),
+    /// abrq verify on a million-row table against COUNT(*) plus a full
+    /// md5 of both sides.
+    Verify(verify::VerifyArgs),
     /// Changes/s through the postgres cdc source into the spool and a
     /// local destination, against pg_recvlogical on the same WAL.
     Cdc(cdc::CdcArgs),
@@ -144,6 +148,7 @@ async fn run(cmd: BenchCmd) -> anyhow::Result<()> {
         BenchCmd::Memory { records } => memory::run(records).await,
         BenchCmd::Objects(args) => objects::run(args).await,
         BenchCmd::Relational(args) => relational::run(args).await,
+        BenchCmd::Verify(args) => verify::run(args).await,
         BenchCmd::Cdc(args) => cdc::run(args).await,
         BenchCmd::MysqlCdc(args) => mysql_cdc::run(args).await,
         BenchCmd::ScaleOut(args) => scale_out::run(args).await,

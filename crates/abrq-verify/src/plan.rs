@@ -79,10 +79,12 @@ impl Plan {
                     .collect();
                 (Dialect::Mysql, s.endpoint, tables, s.per_table)
             }
-            other => return Err(format!(
+            other => {
+                return Err(format!(
                 "stream {stream:?} reads a {} source: verify compares a database source's tables",
                 other.as_str()
-            )),
+            ))
+            }
         };
         let same = matches!(
             (dialect, replica.dialect),

@@ -332,3 +332,100 @@ async fn mariadb_replica_differences_are_named_and_repaired_while_writers_run() 
             .unwrap();
     }
 }
+
+/// The console's Verification panel on a relational destination: verify
+/// shows the differing key, verify and repair leaves the replica equal.
+#[tokio::test(flavor = "multi_thread")]
+async fn console_verifies_and_repairs_a_replica() {
+    use crate::common::browser::Browser;
+    const TOKEN: &str = "verify-console-token";
+    let src = PgPool::connect(&pg::cdc_url())
+        .await
+        .expect("the cdc cluster");
+    let dst = PgPool::connect(&pg::url()).await.expect("postgres");
+    let tag = pg::tag();
+    let (schema, slot, dst_schema) = (
+        format!("verifyc_{tag}"),
+        format!("abrq_verifyc_{tag}"),
+        format!("verifyc_dst_{tag}"),
+    );
+    let table = format!("\"{schema}\".t");
+    for sql in [
+        format!("CREATE SCHEMA \"{schema}\""),
+        format!("CREATE TABLE {table} (id int PRIMARY KEY, v text)"),
+        format!("INSERT INTO {table} SELECT g, 'v' || g FROM generate_series(1, 50) AS g"),
+    ] {
+        sqlx::query(&sql).execute(&src).await.unwrap();
+    }
+    let mut abrq = Abrq::new();
+    abrq.admin_token = Some(TOKEN.to_string());
+    let source = Source::postgres("cdc")
+        .connection(&pg::cdc_url())
+        .table(&format!("{schema}.t"))
+        .slot(&slot)
+        .publication(&slot);
+    let text = Config::new(&abrq)
+        .admin_token(TOKEN)
+        .stream(
+            Stream::new("c", source).destination(
+                Destination::postgres("replica")
+                    .connection(&pg::url())
+                    .schema(&dst_schema)
+                    .table("t")
+                    .mode("upsert"),
+            ),
+        )
+        .to_string();
+    abrq.write_config(&text);
+    abrq.start().await;
+    let count = format!("SELECT count(*) FROM \"{dst_schema}\".t");
+    wait_until(LONG, "the copy reached the replica", async || {
+        sqlx::query_scalar::<_, i64>(&count)
+            .fetch_one(&dst)
+            .await
+            .unwrap_or(0)
+            == 50
+    })
+    .await;
+    sqlx::query(&format!("DELETE FROM \"{dst_schema}\".t WHERE id = 7"))
+        .execute(&dst)
+        .await
+        .unwrap();
+    let page = Browser::start().await;
+    page.open(&abrq.base()).await;
+    page.type_into("#token", TOKEN).await;
+    page.click("#login-form button[type=submit]").await;
+    let row = "tr[data-dest=\"c/replica\"]";
+    page.click(&format!("{row} button[data-action=verification]"))
+        .await;
+    let panel = "tr[data-verification=\"c/replica\"]";
+    page.wait_text(panel, "the empty panel", |t| t.contains("not verified yet"))
+        .await;
+    page.click(&format!("{panel} button[data-action=verify]"))
+        .await;
+    page.wait_text(&format!("{panel} [data-role=verdict]"), "differs", |t| {
+        t.starts_with("differs")
+    })
+    .await;
+    page.wait_text(&format!("{panel} [data-role=differences]"), "one", |t| {
+        t == "1"
+    })
+    .await;
+    page.wait_text(panel, "the key", |t| t.contains("missing 7"))
+        .await;
+    page.click(&format!("{panel} button[data-action=verify-repair]"))
+        .await;
+    page.wait_text(&format!("{panel} [data-role=verdict]"), "equal", |t| {
+        t.starts_with("equal")
+    })
+    .await;
+    page.close().await;
+    let last = abrq.get("/v1/streams/c/destinations/replica/verify").await;
+    assert_eq!(last["equal"], true, "{last}");
+    assert_eq!(last["tables"][0]["repair"]["backfilled"], 1, "{last}");
+    let back: i64 = sqlx::query_scalar(&count).fetch_one(&dst).await.unwrap();
+    assert_eq!(back, 50);
+    abrq.kill();
+    pg::drop_cdc(&src, &slot, &[&schema]).await;
+    pg::drop_schemas(&dst, &[&dst_schema]).await;
+}

@@ -14,6 +14,8 @@ const ui = {
   open: new Set(), // "stream/destination" whose dead letters are shown
   previews: new Map(), // dead letter id -> its records (or an error)
   deadLetters: new Map(), // "stream/destination" -> rows
+  verifyOpen: new Set(), // "stream/destination" whose verification is shown
+  verify: new Map(), // "stream/destination" -> last verification report (or null)
   history: new Map(), // "stream/destination" -> [{t, records, backlog}]
   lastPoll: 0,
 };
@@ -272,6 +274,15 @@ function destinationActions(s, d) {
     out.push(actionButton("Reset breaker", "reset-breaker", () => act(`breaker reset ${who}`, "POST", `${p}/breaker/reset`)));
   }
   const key = `${s}/${d.name}`;
+  if (RELATIONAL.has(d.kind)) {
+    out.push(
+      actionButton(ui.verifyOpen.has(key) ? "Hide verification" : "Verification", "verification", async () => {
+        if (ui.verifyOpen.has(key)) ui.verifyOpen.delete(key);
+        else ui.verifyOpen.add(key);
+        await poll();
+      }),
+    );
+  }
   out.push(
     actionButton(ui.open.has(key) ? "Hide dead letters" : "Dead letters", "dead-letters", async () => {
       if (ui.open.has(key)) ui.open.delete(key);
@@ -468,12 +479,68 @@ function renderDeadLetters(st, d) {
   return el("tr", { class: "panel", "data-dead-letters": key }, el("td", { colspan: COLUMNS }, head, rows.length ? table : null));
 }
 
+// Relational replicas can be compared with their source (abrq verify).
+const RELATIONAL = new Set(["postgres", "mysql"]);
+
+function verifyStart(st, d, repair) {
+  const key = `${st.name}/${d.name}`;
+  const q = repair ? "?repair=true" : "";
+  return act(`${repair ? "verify and repair" : "verify"} ${key}`, "POST", `${destPath(st.name, d.name)}/verify${q}`);
+}
+
+function renderVerification(st, d) {
+  const key = `${st.name}/${d.name}`;
+  if (!ui.verifyOpen.has(key)) return null;
+  const r = ui.verify.get(key);
+  const running = r && r.state === "running";
+  const head = el(
+    "div",
+    {},
+    el("b", { text: `Verification of ${d.name} against its source` }),
+    " ",
+    running ? el("span", { class: "muted", text: "running…" }) : [
+      actionButton("Verify now", "verify", () => verifyStart(st, d, false)),
+      actionButton("Verify and repair", "verify-repair", () => verifyStart(st, d, true)),
+    ],
+  );
+  let body;
+  if (!r) body = el("p", { class: "muted", text: "not verified yet" });
+  else {
+    const verdict = r.state === "running" ? "running" : r.state === "failed" ? `failed: ${r.error}` : r.equal ? "equal" : "differs";
+    const tables = (r.tables || []).map((t) => {
+      const diffs = (t.differences || []).length + (t.more || 0);
+      const repair = t.repair ? `; repair: ${t.repair.backfilled} backfilled, ${t.repair.deleted} deleted, ${t.repair.still_different} still different` : "";
+      return el(
+        "tr",
+        { "data-verify-table": t.table },
+        el("td", { text: t.table }),
+        el("td", { class: "num", text: count(t.source_rows) }),
+        el("td", { class: "num", text: count(t.replica_rows) }),
+        el("td", { class: "num", "data-role": "differences", text: diffs }),
+        el("td", { text: (t.differences || []).slice(0, 20).map((x) => `${x.kind} ${Object.values(x.key).join(",")}`).join("; ") + repair }),
+        el("td", { class: "error", text: t.error || "" }),
+      );
+    });
+    body = [
+      el("p", { "data-role": "verdict" }, el("b", { text: verdict }), ` — started ${r.started_at}, ${r.seconds}s`),
+      el(
+        "table",
+        {},
+        el("thead", {}, el("tr", {}, ["table", "source rows", "replica rows", "differences", "keys", "error"].map((t) => el("th", { text: t })))),
+        el("tbody", {}, tables),
+      ),
+    ];
+  }
+  return el("tr", { class: "panel", "data-verification": key }, el("td", { colspan: COLUMNS }, head, body));
+}
+
 function renderStream(st, now) {
   const head = ["destination", "state", "high-water mark", "backlog (batches)", "lag", "throughput", "delivered", "dead letters", "last error", "actions"];
   const rows = [];
   for (const d of st.destinations) {
     rows.push(renderDestination(st, d, now));
     rows.push(renderSkipped(st, d));
+    rows.push(renderVerification(st, d));
     rows.push(renderDeadLetters(st, d));
   }
   return el(
@@ -523,6 +590,16 @@ async function poll() {
           if (e instanceof Unauthorized) throw e;
           ui.deadLetters.set(key, []);
           notice(`dead letters of ${key}: ${e.message}`, true);
+        }
+      }
+      for (const key of ui.verifyOpen) {
+        const [s, d] = key.split("/");
+        try {
+          ui.verify.set(key, await api("GET", `${destPath(s, d)}/verify`));
+        } catch (e) {
+          if (e instanceof Unauthorized) throw e;
+          // 404: never verified
+          ui.verify.set(key, null);
         }
       }
       const audit = await api("GET", "/v1/audit?limit=50");
