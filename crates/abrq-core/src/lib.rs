@@ -15,5 +15,8 @@ pub use batch::{idempotency_key, staging_nonce, Batch, BatchMeta};
 pub use breaker::{Breaker, BreakerConfig, BreakerState, Permit, Transition};
 pub use destination::{CheckReport, DeliveryReport, Destination};
 pub use error::{DeliveryError, Disposition, ReasonClass};
-pub use record::{key_columns, scoped, Item, Op, Record, TableRef, MARKER_FIELD, TX_FIELD};
+pub use record::{
+    key_columns, scoped, source_columns, Item, Op, Record, TableRef, MARKER_FIELD, SOURCE_COLUMN,
+    TX_FIELD,
+};
 pub use retry::{backoff_ceiling, full_jitter, RetryPolicy};

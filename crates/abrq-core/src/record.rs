@@ -111,6 +111,25 @@ impl Item {
     }
 }
 
+/// The key of a declared column's object that names the column in the
+/// source (PostgreSQL's `attnum`): it stays when the column is renamed, so
+/// a destination follows a rename instead of adding a column.
+pub const SOURCE_COLUMN: &str = "source_column";
+
+/// Each declared column's source column, when the declaration gives one
+/// for every column (abrq's own `_abrq_*` fields aside); None otherwise.
+pub fn source_columns(columns: &Map<String, Value>) -> Option<Vec<(String, i64)>> {
+    columns
+        .iter()
+        .filter(|(k, _)| !k.starts_with("_abrq_"))
+        .map(|(k, v)| {
+            v.get(SOURCE_COLUMN)
+                .and_then(Value::as_i64)
+                .map(|n| (k.clone(), n))
+        })
+        .collect()
+}
+
 /// The columns a schema instruction marks `primary_key`, in its order.
 pub fn key_columns(columns: &Map<String, Value>) -> Vec<String> {
     columns

@@ -49,6 +49,17 @@ pub enum TypesPolicy {
     Freeze,
 }
 
+/// What a column dropped in the source does to the table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DroppedColumnsPolicy {
+    /// The column stays, with its values; new rows leave it null.
+    #[default]
+    Keep,
+    /// The column is dropped too (never a key column).
+    Drop,
+}
+
 /// `[streams.destinations.schema_drift]`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -57,6 +68,8 @@ pub struct SchemaDrift {
     pub columns: ColumnsPolicy,
     #[serde(default)]
     pub types: TypesPolicy,
+    #[serde(default)]
+    pub dropped_columns: DroppedColumnsPolicy,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]

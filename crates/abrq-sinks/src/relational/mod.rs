@@ -16,6 +16,7 @@ mod connection;
 pub mod destination;
 mod dialect;
 pub mod errors;
+mod follow;
 mod group;
 pub mod mysql;
 mod names;
@@ -37,8 +38,8 @@ use abrq_core::Destination;
 use crate::keys::BuildError;
 
 pub use config::{
-    ColumnsPolicy, DeletePolicy, RelationalSettings, SchemaDrift, TruncatePolicy, TypesPolicy,
-    WriteMode,
+    ColumnsPolicy, DeletePolicy, DroppedColumnsPolicy, RelationalSettings, SchemaDrift,
+    TruncatePolicy, TypesPolicy, WriteMode,
 };
 pub use destination::RelationalDestination;
 /// The driver, for callers (the benchmark) that talk to the same servers.

@@ -16,6 +16,7 @@ use super::config::{
 use abrq_core::{Item, Op, Record};
 use serde_json::Value;
 
+use super::follow::{self, Followed};
 use super::names::{BadNames, Spellings};
 use super::table::{Column, TableInfo};
 use super::types::{
@@ -119,6 +120,12 @@ pub struct Plan<'a> {
     /// The primary key moves from these columns to `table.key` (the
     /// source's key moved; the table is one abrq created).
     pub rekey: Vec<String>,
+    /// Columns renamed after their source column, in order (old, new).
+    pub rename: Vec<(String, String)>,
+    /// Columns dropped after their source column (`dropped_columns`).
+    pub drop: Vec<String>,
+    /// Columns whose comment is to name their source column.
+    pub label: Vec<String>,
     /// The table after the DDL.
     pub table: TableInfo,
     pub steps: Vec<Step<'a>>,
@@ -127,7 +134,13 @@ pub struct Plan<'a> {
 
 impl Plan<'_> {
     pub fn has_ddl(&self) -> bool {
-        self.create || !self.add.is_empty() || !self.alter.is_empty() || !self.rekey.is_empty()
+        self.create
+            || !self.add.is_empty()
+            || !self.alter.is_empty()
+            || !self.rekey.is_empty()
+            || !self.rename.is_empty()
+            || !self.drop.is_empty()
+            || !self.label.is_empty()
     }
 }
 
@@ -142,11 +155,21 @@ pub fn plan<'a>(
     let mut add = Vec::new();
     let mut alter = Vec::new();
     let mut rekey = Vec::new();
+    let followed = match fresh {
+        true => Followed::default(),
+        false => follow::follow(batch, &mut table, p),
+    };
 
     // pass 1: declared types (later declarations win) and, for fields the
     // table lacks, the type their values need
     let declared = declarations(batch, p.dialect);
-    let known: HashSet<String> = table.columns.iter().map(|c| c.name.clone()).collect();
+    // a renamed column's old name, in records written before the rename
+    let known: HashSet<String> = table
+        .columns
+        .iter()
+        .map(|c| c.name.clone())
+        .chain(followed.aliases.iter().map(|(old, _)| old.clone()))
+        .collect();
     // names are checked once each; the table's columns and then declared
     // names keep their spelling against a field differing only in case
     let adds = fresh || p.drift.columns == ColumnsPolicy::Evolve;
@@ -216,11 +239,7 @@ pub fn plan<'a>(
         }
         table.columns = order
             .into_iter()
-            .map(|(name, ty)| Column {
-                name: name.to_string(),
-                ty,
-                nullable: !key.iter().any(|k| k == name),
-            })
+            .map(|(name, ty)| Column::new(name.to_string(), ty, !key.iter().any(|k| k == name)))
             .collect();
         // without a key (a source table that has none) the table is made
         // without one: rows are appended and deleted by their whole value
@@ -244,11 +263,7 @@ pub fn plan<'a>(
                 let ty = declared.get(name).cloned().or_else(|| ty.clone());
                 if let (Some(ty), None) = (ty, table.column(name)) {
                     add.push(name.to_string());
-                    table.columns.push(Column {
-                        name: name.to_string(),
-                        ty,
-                        nullable: true,
-                    });
+                    table.columns.push(Column::new(name.to_string(), ty, true));
                 }
             }
         }
@@ -268,13 +283,14 @@ pub fn plan<'a>(
             if !fresh {
                 add.push(SOFT_DELETED.to_string());
             }
-            table.columns.push(Column {
-                name: SOFT_DELETED.to_string(),
-                ty: SqlType::Timestamp,
-                nullable: true,
-            });
+            table.columns.push(Column::new(
+                SOFT_DELETED.to_string(),
+                SqlType::Timestamp,
+                true,
+            ));
         }
     }
+    let label = follow::label(batch, &mut table);
     let create = fresh && !table.columns.is_empty();
     table.created |= create;
 
@@ -282,13 +298,16 @@ pub fn plan<'a>(
     let steps = if fresh && !create {
         Vec::new()
     } else {
-        super::rows::steps(batch, &table, &rekey, p, &mut counts)?
+        super::rows::steps(batch, &table, &rekey, &followed.aliases, p, &mut counts)?
     };
     Ok(Plan {
         create,
         add,
         alter,
         rekey,
+        rename: followed.rename,
+        drop: followed.drop,
+        label,
         table,
         steps,
         counts,
@@ -380,11 +399,7 @@ fn apply_declarations(
                     && !twin =>
                 {
                     add.push(name.clone());
-                    table.columns.push(Column {
-                        name: name.clone(),
-                        ty: want,
-                        nullable: true,
-                    });
+                    table.columns.push(Column::new(name.clone(), want, true));
                 }
                 None => skipped = true,
                 Some(c) if holds(&c.ty, &want) => {}

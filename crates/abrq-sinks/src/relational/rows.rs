@@ -19,10 +19,17 @@ pub fn steps<'a>(
     batch: Items<'_, 'a>,
     table: &TableInfo,
     old_key: &[String],
+    aliases: &[(String, String)],
     p: &Policy,
     counts: &mut Counts,
 ) -> Result<Vec<Step<'a>>, PlanError> {
-    let index = table.index();
+    let mut index = table.index();
+    // a field under a renamed column's old name goes to the column
+    for (old, new) in aliases {
+        if let Some(&at) = index.get(new.as_str()) {
+            index.entry(old.as_str()).or_insert(at);
+        }
+    }
     let key: Vec<usize> = table
         .key
         .iter()

@@ -9,6 +9,30 @@ pub struct Column {
     pub name: String,
     pub ty: SqlType,
     pub nullable: bool,
+    /// The source column it holds (PostgreSQL's `attnum`), as its comment
+    /// says: a renamed source column renames it.
+    pub source: Option<i64>,
+}
+
+impl Column {
+    pub fn new(name: impl Into<String>, ty: SqlType, nullable: bool) -> Column {
+        Column {
+            name: name.into(),
+            ty,
+            nullable,
+            source: None,
+        }
+    }
+}
+
+/// The comment on a column that holds source column `n`.
+pub fn source_comment(n: i64) -> String {
+    format!("abrq source column {n}")
+}
+
+/// The source column a column's comment names, if it names one.
+pub fn source_of(comment: Option<&str>) -> Option<i64> {
+    comment?.strip_prefix("abrq source column ")?.parse().ok()
 }
 
 /// The columns in catalog order and the primary key (empty: none).

@@ -46,7 +46,11 @@ fn batch(items: Vec<Item>) -> Batch {
 fn policy(columns: ColumnsPolicy, types: TypesPolicy) -> Policy {
     Policy {
         dialect: Dialect::Postgres,
-        drift: SchemaDrift { columns, types },
+        drift: SchemaDrift {
+            columns,
+            types,
+            ..SchemaDrift::default()
+        },
         truncate: TruncatePolicy::Apply,
         mode: WriteMode::Append,
         deletes: DeletePolicy::Hard,
@@ -62,16 +66,8 @@ fn default_policy() -> Policy {
 fn table() -> TableInfo {
     TableInfo {
         columns: vec![
-            Column {
-                name: "id".into(),
-                ty: SqlType::Int(64),
-                nullable: false,
-            },
-            Column {
-                name: "name".into(),
-                ty: SqlType::Text(Some(5)),
-                nullable: true,
-            },
+            Column::new("id", SqlType::Int(64), false),
+            Column::new("name", SqlType::Text(Some(5)), true),
         ],
         key: vec!["id".into()],
         ..TableInfo::default()
@@ -223,11 +219,7 @@ fn widen_strict_without_a_path_is_drift() {
 
 /// Table `(at date, x double precision, n bigint)`.
 fn measured() -> TableInfo {
-    let col = |name: &str, ty| Column {
-        name: name.into(),
-        ty,
-        nullable: true,
-    };
+    let col = |name: &str, ty| Column::new(name, ty, true);
     TableInfo {
         columns: vec![
             col("at", SqlType::Date),
@@ -572,6 +564,7 @@ fn values_an_engine_has_no_form_for_widen_a_declared_column_to_text() {
             drift: SchemaDrift {
                 columns: ColumnsPolicy::Evolve,
                 types: TypesPolicy::WidenStrict,
+                ..SchemaDrift::default()
             },
             ..mysql.clone()
         };
@@ -590,4 +583,114 @@ fn values_an_engine_has_no_form_for_widen_a_declared_column_to_text() {
     ]);
     let p = plan(&b, None, &default_policy()).unwrap();
     assert_eq!(p.table.column("v").unwrap().ty, SqlType::Text(None));
+}
+
+/// A declaration naming each column's source column.
+fn numbered(cols: &[(&str, &str, i64)]) -> Item {
+    let columns = cols
+        .iter()
+        .map(|(name, ty, n)| ((*name).to_string(), json!({"type": ty, "source_column": n})))
+        .collect();
+    Item::Schema { columns }
+}
+
+/// Table `(id bigint, a text, c text)` labelled with source columns 1, 2, 3.
+fn labelled() -> TableInfo {
+    let col = |name: &str, ty, n| Column {
+        source: Some(n),
+        ..Column::new(name, ty, name != "id")
+    };
+    TableInfo {
+        columns: vec![
+            col("id", SqlType::Int(64), 1),
+            col("a", SqlType::Text(None), 2),
+            col("c", SqlType::Text(None), 3),
+        ],
+        key: vec!["id".into()],
+        ..TableInfo::default()
+    }
+}
+
+#[test]
+fn a_renamed_source_column_renames_the_column_and_keeps_earlier_records() {
+    let b = batch(vec![
+        ins(json!({"id": 1, "a": "before"})),
+        numbered(&[("id", "bigint", 1), ("name", "text", 2), ("c", "text", 3)]),
+        ins(json!({"id": 2, "name": "after"})),
+    ]);
+    let p = plan(&b, Some(&labelled()), &default_policy()).unwrap();
+    assert_eq!(p.rename, vec![("a".to_string(), "name".to_string())]);
+    assert!(
+        p.add.is_empty(),
+        "no new column for the rename: {:?}",
+        p.add
+    );
+    assert!(p.drop.is_empty() && p.label.is_empty());
+    let names: Vec<&str> = p.table.columns.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names, ["id", "name", "c"]);
+    // the record written before the rename lands in the renamed column
+    let rows = written(&p);
+    assert_eq!(rows.len(), 2);
+    assert!(rows[0].1.contains(&Cell::Text("before".into())), "{rows:?}");
+}
+
+#[test]
+fn a_dropped_source_column_is_kept_or_dropped_as_the_policy_says() {
+    let b = batch(vec![
+        numbered(&[("id", "bigint", 1), ("a", "text", 2)]),
+        ins(json!({"id": 2, "a": "x"})),
+    ]);
+    let keep = plan(&b, Some(&labelled()), &default_policy()).unwrap();
+    assert!(keep.drop.is_empty());
+    assert!(keep.table.column("c").is_some());
+    let drop = Policy {
+        drift: SchemaDrift {
+            dropped_columns: super::config::DroppedColumnsPolicy::Drop,
+            ..SchemaDrift::default()
+        },
+        ..default_policy()
+    };
+    let p = plan(&b, Some(&labelled()), &drop).unwrap();
+    assert_eq!(p.drop, ["c"]);
+    assert!(p.table.column("c").is_none());
+    // frozen columns follow nothing
+    let frozen = Policy {
+        drift: SchemaDrift {
+            columns: ColumnsPolicy::Freeze,
+            dropped_columns: super::config::DroppedColumnsPolicy::Drop,
+            ..SchemaDrift::default()
+        },
+        ..default_policy()
+    };
+    let p = plan(&b, Some(&labelled()), &frozen).unwrap();
+    assert!(p.drop.is_empty() && p.rename.is_empty());
+}
+
+#[test]
+fn columns_are_labelled_once_with_their_source_column() {
+    let unlabelled = TableInfo {
+        columns: vec![
+            Column::new("id", SqlType::Int(64), false),
+            Column::new("a", SqlType::Text(None), true),
+        ],
+        key: vec!["id".into()],
+        ..TableInfo::default()
+    };
+    let b = batch(vec![
+        numbered(&[("id", "bigint", 1), ("a", "text", 2)]),
+        ins(json!({"id": 1, "a": "x"})),
+    ]);
+    let p = plan(&b, Some(&unlabelled), &default_policy()).unwrap();
+    assert_eq!(p.label, ["id", "a"]);
+    assert_eq!(p.table.column("a").unwrap().source, Some(2));
+    let again = plan(&b, Some(&p.table), &default_policy()).unwrap();
+    assert!(again.label.is_empty() && !again.has_ddl());
+    // without numbers for every column, a declaration labels nothing
+    let partial = batch(vec![Item::Schema {
+        columns: obj(json!({"id": {"type": "bigint", "source_column": 1}, "a": "text"})),
+    }]);
+    assert!(plan(&partial, Some(&unlabelled), &default_policy())
+        .unwrap()
+        .label
+        .is_empty());
 }

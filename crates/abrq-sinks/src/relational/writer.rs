@@ -82,6 +82,13 @@ pub trait Statements: Sync {
     /// An ALTER TABLE clause adding a column.
     fn add_column(&self, t: &TableInfo, name: &str) -> String;
 
+    /// Whether a column's definition carries its comment (MySQL), so a
+    /// column created or added needs no label of its own.
+    const COMMENT_IN_DEFINITION: bool;
+
+    /// Labels a column with the source column it holds (`t` says which).
+    fn label(&self, t: &TableInfo, name: &str) -> Stmt;
+
     /// Runs first when the plan widens columns.
     fn before_widen(&self) -> Option<Stmt> {
         None
@@ -126,7 +133,9 @@ pub trait Statements: Sync {
     ) -> Result<(), sqlx::Error>;
 }
 
-/// The DDL the plan needs, in order: create, add columns, widen columns.
+/// The DDL the plan needs, in order: create, rename and drop columns
+/// after the source's, add columns, widen columns, move the key, label
+/// columns with their source column.
 pub fn ddl<S: Statements>(s: &S, plan: &Plan<'_>) -> Vec<Stmt> {
     let (t, table) = (&plan.table, s.table());
     let mut out = Vec::new();
@@ -146,6 +155,27 @@ pub fn ddl<S: Statements>(s: &S, plan: &Plan<'_>) -> Vec<Stmt> {
             ),
         });
         out.extend(s.after_create());
+    }
+    for (old, new) in &plan.rename {
+        let (o, n) = (S::DIALECT.quote(old), S::DIALECT.quote(new));
+        out.push(Stmt {
+            op: format!("rename column {old:?} of {table} to {new:?}, as its source column was"),
+            sql: format!("ALTER TABLE {table} RENAME COLUMN {o} TO {n}"),
+        });
+    }
+    if !plan.drop.is_empty() {
+        let parts: Vec<String> = plan
+            .drop
+            .iter()
+            .map(|n| format!("DROP COLUMN {}", S::DIALECT.quote(n)))
+            .collect();
+        out.push(Stmt {
+            op: format!(
+                "drop columns {} of {table}, as the source did",
+                plan.drop.join(", ")
+            ),
+            sql: format!("ALTER TABLE {table} {}", parts.join(", ")),
+        });
     }
     if !plan.add.is_empty() {
         let parts: Vec<String> = plan.add.iter().map(|n| s.add_column(t, n)).collect();
@@ -171,6 +201,12 @@ pub fn ddl<S: Statements>(s: &S, plan: &Plan<'_>) -> Vec<Stmt> {
             ),
             sql: format!("ALTER TABLE {table} {}", s.rekey(t)),
         });
+    }
+    for name in &plan.label {
+        let defined = plan.create || plan.add.contains(name);
+        if !(S::COMMENT_IN_DEFINITION && defined) {
+            out.push(s.label(t, name));
+        }
     }
     out
 }

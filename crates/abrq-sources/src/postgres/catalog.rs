@@ -21,3 +21,19 @@ pub async fn primary_key(
     .await
     .map_err(|e| SourceError::from_client(format!("cannot read the primary key of {table}"), e))
 }
+
+/// Each live column of relation `oid` with its `attnum`, in order: the
+/// column's identity across renames.
+pub async fn column_numbers(
+    conn: &mut PgConnection,
+    oid: u32,
+) -> Result<Vec<(String, i64)>, SourceError> {
+    sqlx::query_as(
+        "SELECT attname::text, attnum::int8 FROM pg_attribute \
+         WHERE attrelid = $1::oid AND attnum > 0 AND NOT attisdropped ORDER BY attnum",
+    )
+    .bind(i64::from(oid))
+    .fetch_all(&mut *conn)
+    .await
+    .map_err(|e| SourceError::from_client(format!("cannot read the columns of relation {oid}"), e))
+}

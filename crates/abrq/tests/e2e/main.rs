@@ -32,6 +32,8 @@ mod cli;
 #[cfg(feature = "services")]
 mod cluster_backfill;
 #[cfg(feature = "services")]
+mod column_changes;
+#[cfg(feature = "services")]
 mod config_engines;
 mod config_secrets;
 #[cfg(feature = "services")]

@@ -19,7 +19,7 @@ use super::connection::{direct_attempt, why_unreachable, Connection};
 use super::destination::{Applied, Backend, Part, RelationalDestination, Run, RunError};
 use super::errors::{DbError, Kind};
 use super::plan::Plan;
-use super::table::{Column, TableInfo};
+use super::table::{source_of, Column, TableInfo};
 use super::types::{Dialect, SqlType};
 use super::{writer, LEDGER};
 use errors::{db_error, number, DUPLICATE_COLUMN};
@@ -157,7 +157,8 @@ impl Backend for MysqlBackend {
         // explicit casts: MySQL 8 returns some of these as binary strings
         let rows = sqlx::query(
             "SELECT CAST(COLUMN_NAME AS CHAR), CAST(COLUMN_TYPE AS CHAR), \
-                    CAST(IS_NULLABLE AS CHAR), CAST(COLUMN_KEY AS CHAR) \
+                    CAST(IS_NULLABLE AS CHAR), CAST(COLUMN_KEY AS CHAR), \
+                    CAST(COLUMN_COMMENT AS CHAR) \
              FROM information_schema.COLUMNS \
              WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? ORDER BY ORDINAL_POSITION",
         )
@@ -176,6 +177,7 @@ impl Backend for MysqlBackend {
             let full: String = r.try_get(1).map_err(get)?;
             let nullable: String = r.try_get(2).map_err(get)?;
             let key: String = r.try_get(3).map_err(get)?;
+            let comment: Option<String> = r.try_get(4).map_err(get)?;
             let ty = D.parse_type(&full).unwrap_or(SqlType::Other {
                 cast: full.clone(),
                 name: full,
@@ -184,9 +186,8 @@ impl Backend for MysqlBackend {
                 info.key.push(name.clone());
             }
             info.columns.push(Column {
-                name,
-                ty,
-                nullable: nullable == "YES",
+                source: source_of(comment.as_deref()),
+                ..Column::new(name, ty, nullable == "YES")
             });
         }
         if info.key.len() > 1 {

@@ -16,7 +16,7 @@ use super::D;
 use crate::relational::connection::why_unreachable;
 use crate::relational::errors::DbError;
 use crate::relational::plan::{Row, SOFT_DELETED};
-use crate::relational::table::TableInfo;
+use crate::relational::table::{source_comment, TableInfo};
 use crate::relational::types::{Cell, Dialect, SqlType};
 use crate::relational::writer::{Statements, Stmt};
 
@@ -123,11 +123,29 @@ impl Statements for Ctx<'_> {
             ty = "varchar(255)".into();
         }
         let null = if c.nullable { "NULL" } else { "NOT NULL" };
-        format!("{} {ty} {null}", D.quote(name))
+        // MODIFY COLUMN drops a comment it does not restate
+        let comment = c
+            .source
+            .map(|n| format!(" COMMENT '{}'", source_comment(n)))
+            .unwrap_or_default();
+        format!("{} {ty} {null}{comment}", D.quote(name))
     }
 
     fn add_column(&self, t: &TableInfo, name: &str) -> String {
         format!("ADD COLUMN {}", self.column(t, name))
+    }
+
+    const COMMENT_IN_DEFINITION: bool = true;
+
+    fn label(&self, t: &TableInfo, name: &str) -> Stmt {
+        Stmt {
+            op: format!("label column {name:?} of {}", self.table),
+            sql: format!(
+                "ALTER TABLE {} MODIFY COLUMN {}",
+                self.table,
+                self.column(t, name)
+            ),
+        }
     }
 
     fn widen_column(&self, t: &TableInfo, name: &str) -> String {

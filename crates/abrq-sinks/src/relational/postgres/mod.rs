@@ -19,7 +19,7 @@ use super::connection::{direct_attempt, why_unreachable, Connection};
 use super::destination::{Applied, Backend, Part, RelationalDestination, Run, RunError};
 use super::errors::{DbError, Kind};
 use super::plan::Plan;
-use super::table::{Column, TableInfo};
+use super::table::{source_of, Column, TableInfo};
 use super::types::{Dialect, SqlType};
 use super::{writer, LEDGER};
 use errors::db_error;
@@ -169,7 +169,8 @@ impl Backend for PgBackend {
                     coalesce(array_position(i.indkey::int2[], a.attnum) + 1, 0)::int4, \
                     (SELECT conname::text FROM pg_constraint \
                      WHERE conrelid = c.oid AND contype = 'p'), \
-                    obj_description(c.oid, 'pg_class') IS NOT DISTINCT FROM $3 \
+                    obj_description(c.oid, 'pg_class') IS NOT DISTINCT FROM $3, \
+                    col_description(c.oid, a.attnum) \
              FROM pg_class c \
              JOIN pg_namespace n ON n.oid = c.relnamespace \
              JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped \
@@ -197,6 +198,7 @@ impl Backend for PgBackend {
             let key_pos: i32 = r.try_get(4).map_err(get)?;
             info.key_name = r.try_get(5).map_err(get)?;
             info.created = r.try_get(6).map_err(get)?;
+            let comment: Option<String> = r.try_get(7).map_err(get)?;
             if key_pos > 0 {
                 key.push((key_pos, name.clone()));
             }
@@ -214,9 +216,8 @@ impl Backend for PgBackend {
                 .parse_type(&full)
                 .unwrap_or(SqlType::Other { name: full, cast });
             info.columns.push(Column {
-                name,
-                ty,
-                nullable: !not_null,
+                source: source_of(comment.as_deref()),
+                ..Column::new(name, ty, !not_null)
             });
         }
         key.sort();

@@ -19,7 +19,7 @@ use super::errors::db_error;
 use super::D;
 use crate::relational::errors::DbError;
 use crate::relational::plan::{Row, SOFT_DELETED};
-use crate::relational::table::TableInfo;
+use crate::relational::table::{source_comment, TableInfo};
 use crate::relational::types::{Cell, Dialect, SqlType};
 use crate::relational::writer::{Statements, Stmt};
 
@@ -114,6 +114,23 @@ impl Statements for Ctx<'_> {
     fn add_column(&self, t: &TableInfo, name: &str) -> String {
         let (n, ty) = typed(t, name);
         format!("ADD COLUMN IF NOT EXISTS {n} {ty}")
+    }
+
+    const COMMENT_IN_DEFINITION: bool = false;
+
+    fn label(&self, t: &TableInfo, name: &str) -> Stmt {
+        let comment = match t.column(name).and_then(|c| c.source) {
+            Some(n) => format!("'{}'", source_comment(n)),
+            None => "NULL".into(),
+        };
+        Stmt {
+            op: format!("label column {name:?} of {}", self.table),
+            sql: format!(
+                "COMMENT ON COLUMN {}.{} IS {comment}",
+                self.table,
+                D.quote(name)
+            ),
+        }
     }
 
     /// Casts between instants, days and text read the session's zone: make

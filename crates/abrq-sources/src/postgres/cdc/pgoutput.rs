@@ -140,6 +140,22 @@ impl PgCdc {
         }))
     }
 
+    /// Each column's `attnum`, when the catalog still has the columns the
+    /// Relation message names, in its order: a message read from a
+    /// backlog that DDL has since changed gets none, and its columns are
+    /// then known by name only.
+    async fn column_numbers(
+        &mut self,
+        relation_id: u32,
+        columns: &[Column],
+    ) -> Result<Option<Vec<i64>>, SourceError> {
+        let conn = self.catalog().await?;
+        let now = catalog::column_numbers(conn, relation_id).await?;
+        let same =
+            now.len() == columns.len() && now.iter().zip(columns).all(|((n, _), c)| *n == c.name);
+        Ok(same.then(|| now.into_iter().map(|(_, n)| n).collect()))
+    }
+
     /// What one decoded message means.
     async fn apply(&mut self, session: &mut Session, message: M) -> Result<Step<Lsn>, SourceError> {
         let (table, record) = match message {
@@ -182,15 +198,21 @@ impl PgCdc {
                         key: key.iter().any(|k| **k == *c.name),
                     })
                     .collect();
+                let numbers = self.column_numbers(relation_id, &columns).await?;
                 let declared = columns
                     .iter()
                     .zip(types)
-                    .map(|(c, ty)| {
-                        let ty = match c.key {
-                            true => serde_json::json!({ "type": ty, "primary_key": true }),
-                            false => Value::String(ty),
-                        };
-                        (c.name.clone(), ty)
+                    .enumerate()
+                    .map(|(i, (c, ty))| {
+                        let mut d = Map::new();
+                        d.insert("type".into(), Value::String(ty));
+                        if c.key {
+                            d.insert("primary_key".into(), Value::Bool(true));
+                        }
+                        if let Some(n) = numbers.as_ref().map(|n| n[i]) {
+                            d.insert(abrq_core::SOURCE_COLUMN.into(), n.into());
+                        }
+                        (c.name.clone(), Value::Object(d))
                     })
                     .collect();
                 let table = Arc::new(Table {

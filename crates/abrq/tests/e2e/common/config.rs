@@ -570,6 +570,11 @@ impl Destination {
         self.schema_drift.set("types", policy);
         self
     }
+
+    pub fn dropped_columns(mut self, policy: &str) -> Self {
+        self.schema_drift.set("dropped_columns", policy);
+        self
+    }
 }
 
 impl fmt::Display for Destination {
