@@ -6,6 +6,7 @@
 # next to nothing.
 #
 #   ABRQ=target/release/abrq scripts/wal-retention.sh
+#   HEARTBEAT=5s ABRQ=target/release/abrq scripts/wal-retention.sh   # with heartbeat_interval
 #
 # The cluster is $ABRQ_TEST_PGCDC_URL (wal_level = logical; `eval
 # "$(scripts/services.sh env)"` sets it), postgres://postgres@127.0.0.1:5442
@@ -33,6 +34,8 @@ done
 q test "DROP PUBLICATION IF EXISTS abrq_walprobe"
 q test "SELECT 1 FROM pg_create_logical_replication_slot('walprobe_unread', 'pgoutput')" >/dev/null
 
+heartbeat=""
+if [ -n "${HEARTBEAT:-}" ]; then heartbeat="heartbeat_interval = \"$HEARTBEAT\""; fi
 cat >"$work/abrq.toml" <<TOML
 data_dir = "$work/data"
 [server]
@@ -49,6 +52,7 @@ database = "test"
 tables = ["walquiet.t"]
 slot = "abrq_walprobe"
 publication = "abrq_walprobe"
+$heartbeat
 [[streams.destinations]]
 name = "out"
 engine = "local"

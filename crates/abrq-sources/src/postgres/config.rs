@@ -65,6 +65,7 @@ struct PostgresOptions {
     snapshot: Option<Snapshot>,
     transaction_metadata: Option<bool>,
     transaction_markers: Option<bool>,
+    heartbeat_interval: Option<Dur>,
     #[serde(default)]
     per_table: BTreeMap<String, TableOptions>,
     mask_salt: Option<Secret>,
@@ -240,6 +241,10 @@ pub struct PostgresSettings {
     pub transaction_metadata: bool,
     /// Transactions begin and commit with markers (cdc).
     pub transaction_markers: bool,
+    /// Writes a logical message into the source database this often
+    /// (cdc), so the slot has a position to confirm even when nothing it
+    /// captures changes.
+    pub heartbeat_interval: Option<Duration>,
     /// Columns left out or masked, per table.
     pub per_table: PerTable,
     /// Only the rows this filter keeps, in the query (a backfill's
@@ -317,6 +322,7 @@ impl PostgresSettings {
                 o.transaction_markers.is_some(),
                 "cdc",
             )?;
+            only("heartbeat_interval", o.heartbeat_interval.is_some(), "cdc")?;
         }
         let per_table = PerTable::new(o.per_table.clone(), o.mask_salt.clone())
             .map_err(|(key, why)| at(key, why))?;
@@ -341,6 +347,10 @@ impl PostgresSettings {
         if poll_interval.is_zero() {
             return Err(at("poll_interval", "must be more than 0".into()));
         }
+        let heartbeat_interval = o.heartbeat_interval.map(|d| d.0);
+        if heartbeat_interval.is_some_and(|d| d < Duration::from_secs(1)) {
+            return Err(at("heartbeat_interval", "must be at least 1s".into()));
+        }
         Ok(PostgresSettings {
             endpoint: Endpoint {
                 host: text(&o.host).unwrap_or_else(|| "127.0.0.1".into()),
@@ -362,6 +372,7 @@ impl PostgresSettings {
             snapshot: o.snapshot.unwrap_or_default(),
             transaction_metadata: o.transaction_metadata.unwrap_or(false),
             transaction_markers: o.transaction_markers.unwrap_or(false),
+            heartbeat_interval,
             per_table,
             filter: None,
         })

@@ -433,6 +433,7 @@ mod tests {
             snapshot: Default::default(),
             transaction_metadata: false,
             transaction_markers: false,
+            heartbeat_interval: None,
             per_table: Default::default(),
             filter: None,
         }

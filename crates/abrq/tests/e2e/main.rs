@@ -81,6 +81,8 @@ mod postgres_cdc_edges;
 #[cfg(feature = "services")]
 mod postgres_cdc_errors;
 #[cfg(feature = "services")]
+mod postgres_cdc_heartbeat;
+#[cfg(feature = "services")]
 mod postgres_cdc_kafka;
 #[cfg(feature = "services")]
 mod postgres_cdc_partitions;

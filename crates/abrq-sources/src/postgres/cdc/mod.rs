@@ -62,6 +62,8 @@ pub struct PgCdc {
     /// Made when first needed, dropped after a failure.
     catalog: Option<PgConnection>,
     lag_bytes: Option<lag::LagBytes>,
+    /// When the last heartbeat was written (`heartbeat_interval`).
+    heartbeat_at: Option<std::time::Instant>,
 }
 
 /// A replication session and the TLS tunnel it runs through (tls on).
@@ -93,6 +95,7 @@ impl PgCdcSource {
             tables: Vec::new(),
             catalog: None,
             lag_bytes: None,
+            heartbeat_at: None,
         };
         ChangeReader::new(proto, Lsn::from_u64(0), spec.cursor)
             .map(|r| r.with_tx_metadata(tx_metadata).with_tx_markers(tx_markers))

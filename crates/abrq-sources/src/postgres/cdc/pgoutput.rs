@@ -18,8 +18,12 @@ use super::super::catalog;
 use super::super::config::TableName;
 use super::backfill::{self, Backfill};
 use super::{values, PgCdc, Replication};
+use crate::cdc::deadline::{self, within};
 use crate::cdc::{Ctx, Step, Table, TxInfo};
 use crate::error::{Context as _, Failure, SourceError};
+
+/// The prefix of the heartbeat messages (`heartbeat_interval`).
+pub const HEARTBEAT_PREFIX: &str = "abrq.heartbeat";
 
 /// A streaming replication session and what it has learned.
 pub struct Session {
@@ -90,6 +94,7 @@ impl PgCdc {
         if let Some((table, record)) = session.pending.take() {
             return Ok(Some(Step::Change(table, record)));
         }
+        self.heartbeat().await?;
         let event = match tokio::time::timeout(ctx.wait, session.repl.client.recv()).await {
             Err(_) => return Ok(None),
             Ok(Ok(Some(e))) => e,
@@ -136,8 +141,37 @@ impl PgCdc {
                 }
             }
             ReplicationEvent::KeepAlive { wal_end, .. } => Step::Idle(wal_end),
+            // a heartbeat (ours or another reader's), or another
+            // application's message: nothing to stage
             ReplicationEvent::Message { .. } | ReplicationEvent::StoppedAt { .. } => Step::Nothing,
         }))
+    }
+
+    /// Writes a heartbeat into the source database when one is due: a
+    /// non-transactional logical message, WAL in the captured database
+    /// that the server streams to the slot, so there is a position to
+    /// confirm however long the captured tables stay idle.
+    async fn heartbeat(&mut self) -> Result<(), SourceError> {
+        let Some(every) = self.settings.heartbeat_interval else {
+            return Ok(());
+        };
+        if self.heartbeat_at.is_some_and(|at| at.elapsed() < every) {
+            return Ok(());
+        }
+        self.heartbeat_at = Some(std::time::Instant::now());
+        let conn = self.catalog().await?;
+        let sent = within(deadline::PROBE, "writing the heartbeat", async {
+            sqlx::query("SELECT pg_logical_emit_message(false, $1, '')")
+                .bind(HEARTBEAT_PREFIX)
+                .execute(&mut *conn)
+                .await
+                .context("cannot write the heartbeat (pg_logical_emit_message)")
+        })
+        .await;
+        if sent.is_err() {
+            self.catalog = None;
+        }
+        sent.map(drop)
     }
 
     /// Each column's `attnum`, when the catalog still has the columns the

@@ -371,6 +371,11 @@ impl Source {
         self.set("transaction_markers", true)
     }
 
+    /// A heartbeat message into the source database this often.
+    pub fn heartbeat_interval(self, d: &str) -> Self {
+        self.set("heartbeat_interval", d)
+    }
+
     /// `per_table`: each table's `columns`, `exclude_columns`, `mask`, as
     /// a TOML table.
     pub fn per_table(self, tables: Value) -> Self {
