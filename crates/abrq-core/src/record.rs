@@ -11,15 +11,24 @@ pub enum Op {
     Insert,
     Update,
     Delete,
+    /// A row as a database source's copy or backfill read it, not a
+    /// change: an insert everywhere, but Debezium's envelope says `r`.
+    Read,
 }
 
 impl Op {
+    /// The operation's name; a row read is an insert.
     pub fn as_str(self) -> &'static str {
         match self {
-            Op::Insert => "insert",
+            Op::Insert | Op::Read => "insert",
             Op::Update => "update",
             Op::Delete => "delete",
         }
+    }
+
+    /// Writes a new row: an insert, or a row read by a copy.
+    pub fn is_insert(self) -> bool {
+        matches!(self, Op::Insert | Op::Read)
     }
 }
 
@@ -32,12 +41,12 @@ pub const MARKER_FIELD: &str = "_abrq_marker";
 /// A JSON object plus its operation.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Record {
-    #[serde(default, skip_serializing_if = "is_insert")]
+    #[serde(default, skip_serializing_if = "is_plain_insert")]
     pub op: Op,
     pub fields: Map<String, Value>,
 }
 
-fn is_insert(op: &Op) -> bool {
+fn is_plain_insert(op: &Op) -> bool {
     *op == Op::Insert
 }
 
@@ -45,6 +54,14 @@ impl Record {
     pub fn insert(fields: Map<String, Value>) -> Self {
         Record {
             op: Op::Insert,
+            fields,
+        }
+    }
+
+    /// A row a copy or a backfill read.
+    pub fn read(fields: Map<String, Value>) -> Self {
+        Record {
+            op: Op::Read,
             fields,
         }
     }

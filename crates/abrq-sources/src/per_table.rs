@@ -162,7 +162,7 @@ impl PerTable {
                         match (pass, rec.op) {
                             (true, _) | (false, Op::Delete) => {}
                             (false, Op::Update) => rec.op = Op::Delete,
-                            (false, Op::Insert) => {
+                            (false, Op::Insert | Op::Read) => {
                                 dropped += 1;
                                 continue;
                             }

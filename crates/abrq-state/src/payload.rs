@@ -74,6 +74,7 @@ pub fn op_tag(op: Op) -> u8 {
         Op::Insert => b'I',
         Op::Update => b'U',
         Op::Delete => b'D',
+        Op::Read => b'R',
     }
 }
 
@@ -142,6 +143,7 @@ pub fn decode_lines(bytes: &[u8]) -> Result<Vec<Item>, LineError> {
             b'I' => record(Op::Insert)?,
             b'U' => record(Op::Update)?,
             b'D' => record(Op::Delete)?,
+            b'R' => record(Op::Read)?,
             b'T' if rest.iter().all(u8::is_ascii_whitespace) => Item::Truncate,
             b'S' => Item::Schema {
                 columns: serde_json::from_slice(rest).map_err(json)?,
@@ -207,6 +209,7 @@ mod tests {
                 columns: obj(json!({"id": "bigint", "note": "text"})),
             },
             Item::Record(Record::insert(Map::new())),
+            Item::Record(Record::read(obj(json!({"id": 3})))),
         ]
     }
 
@@ -291,7 +294,7 @@ mod tests {
 
         let torn = encode(&sample()).unwrap();
         let err = decode(3, &torn[..torn.len() - 3]).unwrap_err();
-        assert!(err.to_string().contains("line 7"), "{err}");
+        assert!(err.to_string().contains("line 8"), "{err}");
 
         let err = decode(3, b"T\nX{}").unwrap_err();
         assert!(

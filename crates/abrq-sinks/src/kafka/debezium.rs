@@ -38,13 +38,14 @@ pub fn change(record: &Record, table: Option<&TableRef>, origin: &Origin) -> Val
     }
     let (op, before, after) = match record.op {
         Op::Insert => ("c", Value::Null, Value::Object(row)),
+        Op::Read => ("r", Value::Null, Value::Object(row)),
         Op::Update => ("u", Value::Null, Value::Object(row)),
         Op::Delete => ("d", Value::Object(row), Value::Null),
     };
     json!({
         "before": before,
         "after": after,
-        "source": source(table, tx, origin),
+        "source": source(table, tx, origin, record.op == Op::Read),
         "op": op,
         "ts_ms": origin.staged_ms,
         "transaction": tx.map(transaction),
@@ -56,7 +57,7 @@ pub fn truncate(table: Option<&TableRef>, origin: &Origin) -> Value {
     json!({
         "before": null,
         "after": null,
-        "source": source(table, None, origin),
+        "source": source(table, None, origin, false),
         "op": "t",
         "ts_ms": origin.staged_ms,
         "transaction": null,
@@ -74,8 +75,9 @@ fn transaction(tx: &Value) -> Value {
     })
 }
 
-/// The `source` block, in the fields of the connector the source is.
-fn source(table: Option<&TableRef>, tx: Option<&Value>, origin: &Origin) -> Value {
+/// The `source` block, in the fields of the connector the source is;
+/// `snapshot` is "true" for a row a copy or a backfill read.
+fn source(table: Option<&TableRef>, tx: Option<&Value>, origin: &Origin, read: bool) -> Value {
     let text = |k: &str| tx.and_then(|t| t.get(k)).and_then(Value::as_str);
     let ts_ms = text("time")
         .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
@@ -87,7 +89,7 @@ fn source(table: Option<&TableRef>, tx: Option<&Value>, origin: &Origin) -> Valu
         "connector": connector(origin.source.engine),
         "name": origin.stream,
         "ts_ms": ts_ms,
-        "snapshot": "false",
+        "snapshot": if read { "true" } else { "false" },
         "db": origin.source.database,
         "sequence": null,
         "table": name,

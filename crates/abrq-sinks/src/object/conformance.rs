@@ -126,7 +126,7 @@ pub fn assert_csv_holds(text: &[u8], expected: &[Record]) {
     let header: Vec<String> = r.headers().unwrap().iter().map(String::from).collect();
     let rows: Vec<csv::StringRecord> = r.records().map(Result::unwrap).collect();
     assert_eq!(rows.len(), expected.len());
-    let any_change = expected.iter().any(|r| r.op != Op::Insert);
+    let any_change = expected.iter().any(|r| !r.op.is_insert());
     assert_eq!(
         header.iter().any(|h| h == OP_FIELD),
         any_change,
@@ -169,7 +169,7 @@ pub fn assert_parquet_holds(data: &[u8], expected: &[Record]) {
     use arrow_schema::DataType;
     let (header, rows) = super::parquet::read(data);
     assert_eq!(rows.len(), expected.len());
-    let any_change = expected.iter().any(|r| r.op != Op::Insert);
+    let any_change = expected.iter().any(|r| !r.op.is_insert());
     assert_eq!(header.iter().any(|(h, _)| h == OP_FIELD), any_change);
     for (row, rec) in rows.iter().zip(expected) {
         for ((col, ty), cell) in header.iter().zip(row) {

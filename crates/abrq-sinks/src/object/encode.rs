@@ -144,7 +144,7 @@ fn write_jsonl(mut out: Out, batch: &Batch) -> io::Result<Vec<u8>> {
 /// operations; refuse it (as an `encoding` dead letter naming item
 /// `index`) rather than pick one.
 pub fn check_op_field(r: &Record, index: usize) -> Result<(), DeliveryError> {
-    if r.op != Op::Insert && r.fields.contains_key(OP_FIELD) {
+    if !r.op.is_insert() && r.fields.contains_key(OP_FIELD) {
         return Err(Failure::Encoding {
             record: Some(index),
         }
@@ -164,7 +164,7 @@ pub struct FlatJson<'a>(pub &'a Record);
 impl Serialize for FlatJson<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let r = self.0;
-        let op = (r.op != Op::Insert).then(|| r.op.as_str());
+        let op = (!r.op.is_insert()).then(|| r.op.as_str());
         let mut m = s.serialize_map(Some(r.fields.len() + usize::from(op.is_some())))?;
         for (k, v) in &r.fields {
             m.serialize_entry(k, v)?;
@@ -188,7 +188,7 @@ fn write_csv(mut out: Out, batch: &Batch) -> io::Result<Vec<u8>> {
     // (each its own allocation, so a cache miss apiece) are read only once.
     let mut in_order: Vec<bool> = Vec::with_capacity(batch.items.len());
     for r in batch.records() {
-        any_change |= r.op != Op::Insert;
+        any_change |= !r.op.is_insert();
         let mut ordered = true;
         for (j, k) in r.fields.keys().enumerate() {
             if ordered && columns.get(j).is_some_and(|c| c == k) {
@@ -237,7 +237,7 @@ fn write_csv(mut out: Out, batch: &Batch) -> io::Result<Vec<u8>> {
         } else {
             for col in &columns[..data_cols] {
                 let v = r.fields.get(*col);
-                if *col == OP_FIELD && r.op != Op::Insert {
+                if *col == OP_FIELD && !r.op.is_insert() {
                     w.write_field(r.op.as_str())?;
                 } else if *col == OP_FIELD && v.is_none() && any_change {
                     w.write_field(Op::Insert.as_str())?;

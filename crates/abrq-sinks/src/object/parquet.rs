@@ -47,7 +47,7 @@ const F64_EXACT: u64 = 1 << 53;
 /// a replay stores identical bytes.
 pub fn write(batch: &Batch) -> Result<Vec<u8>, ParquetError> {
     let records: Vec<&Record> = batch.records().collect();
-    let any_change = records.iter().any(|r| r.op != Op::Insert);
+    let any_change = records.iter().any(|r| !r.op.is_insert());
     let (names, kinds) = infer(&records, any_change);
     let index: HashMap<&str, usize> = names.iter().enumerate().map(|(i, n)| (*n, i)).collect();
     let op_col = index.get(OP_FIELD).copied();
@@ -62,7 +62,7 @@ pub fn write(batch: &Batch) -> Result<Vec<u8>, ParquetError> {
         }
         if let Some(c) = op_col {
             // a changed row never has its own _abrq_op (refused in encode)
-            if r.op != Op::Insert {
+            if !r.op.is_insert() {
                 cols[c].push_str(row, r.op.as_str());
             } else if !r.fields.contains_key(OP_FIELD) && any_change {
                 cols[c].push_str(row, Op::Insert.as_str());

@@ -63,7 +63,9 @@ impl Builder {
 
     /// A page that brings its own scope and columns: the stream's next
     /// change says its own again (its columns may be newer).
-    pub fn page(&mut self, page: Chunk) {
+    /// Its rows were read, not changed ([`read_rows`]).
+    pub fn page(&mut self, mut page: Chunk) {
+        read_rows(&mut page);
         for item in &page.items {
             if let Item::Table(t) = item {
                 self.forget(t);
@@ -107,6 +109,18 @@ impl Builder {
 
     fn forget(&mut self, table: &TableRef) {
         self.declared.retain(|d| d.table != *table);
+    }
+}
+
+/// Marks a copy's or a backfill's rows as read (`Op::Read`, Debezium's
+/// `r`), not inserted: an insert everywhere else.
+pub fn read_rows(page: &mut Chunk) {
+    for item in &mut page.items {
+        if let Item::Record(r) = item {
+            if r.op == abrq_core::Op::Insert {
+                r.op = abrq_core::Op::Read;
+            }
+        }
     }
 }
 

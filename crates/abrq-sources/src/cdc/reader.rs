@@ -275,6 +275,7 @@ impl<P: Protocol> ChangeReader<P> {
         .await?;
         self.copied_rows += page.chunk.records;
         let mut chunk = page.chunk;
+        super::builder::read_rows(&mut chunk);
         chunk.at_end = false;
         let finished = match page.done {
             false => {
