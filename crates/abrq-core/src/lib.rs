@@ -16,7 +16,7 @@ pub use breaker::{Breaker, BreakerConfig, BreakerState, Permit, Transition};
 pub use destination::{CheckReport, DeliveryReport, Destination};
 pub use error::{DeliveryError, Disposition, ReasonClass};
 pub use record::{
-    key_columns, scoped, source_columns, Item, Op, Record, TableRef, MARKER_FIELD, SOURCE_COLUMN,
-    TX_FIELD,
+    key_columns, scoped, source_columns, Item, Op, Record, TableRef, MARKER_FIELD, RENAMED_FROM,
+    SOURCE_COLUMN, TX_FIELD,
 };
 pub use retry::{backoff_ceiling, full_jitter, RetryPolicy};

@@ -133,6 +133,11 @@ impl Item {
 /// a destination follows a rename instead of adding a column.
 pub const SOURCE_COLUMN: &str = "source_column";
 
+/// The key of a declared column's object that names the column it was
+/// until a rename the source saw (MySQL's `ALTER TABLE ... RENAME COLUMN`
+/// or `CHANGE`).
+pub const RENAMED_FROM: &str = "renamed_from";
+
 /// Each declared column's source column, when the declaration gives one
 /// for every column (abrq's own `_abrq_*` fields aside); None otherwise.
 pub fn source_columns(columns: &Map<String, Value>) -> Option<Vec<(String, i64)>> {

@@ -4,8 +4,10 @@
 //! rename, and a dropped column kept or dropped as `dropped_columns`
 //! says. Each column abrq writes a source column into is labelled with it
 //! (the column's comment), so the table itself remembers across restarts.
+//! A source without column ids (MySQL) says a rename outright instead
+//! (`renamed_from`, read from the `ALTER TABLE`).
 
-use abrq_core::{source_columns, Item};
+use abrq_core::{source_columns, Item, RENAMED_FROM};
 
 use super::config::{ColumnsPolicy, DroppedColumnsPolicy};
 use super::plan::{Items, Policy};
@@ -35,6 +37,23 @@ fn declarations(batch: Items) -> Vec<Vec<(String, i64)>> {
         .collect()
 }
 
+/// The renames declarations tell outright (`renamed_from`: a MySQL
+/// source read them from the `ALTER TABLE`), in batch order.
+fn told(batch: Items) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for item in batch.iter() {
+        let Item::Schema { columns } = item else {
+            continue;
+        };
+        for (name, v) in columns {
+            if let Some(old) = v.get(RENAMED_FROM).and_then(|o| o.as_str()) {
+                out.push((old.to_string(), name.clone()));
+            }
+        }
+    }
+    out
+}
+
 /// Renames (and drops) the columns of `table`, an existing table, as the
 /// batch's declarations say its source's columns changed. Only under
 /// `columns = "evolve"`: the other policies keep the table as it is.
@@ -45,6 +64,24 @@ pub fn follow(batch: Items, table: &mut TableInfo, p: &Policy) -> Followed {
     }
     let mut renamed: Vec<(String, i64)> = Vec::new();
     let mut last = Vec::new();
+    for (old, new) in told(batch) {
+        let taken = table
+            .columns
+            .iter()
+            .any(|c| p.dialect.fold(&c.name) == p.dialect.fold(&new));
+        let Some(c) = table.columns.iter_mut().find(|c| c.name == old) else {
+            continue;
+        };
+        if taken {
+            continue;
+        }
+        c.name = new.clone();
+        for k in table.key.iter_mut().filter(|k| **k == old) {
+            *k = new.clone();
+        }
+        out.aliases.push((old.clone(), new.clone()));
+        out.rename.push((old, new));
+    }
     for sources in declarations(batch) {
         for (name, n) in &sources {
             let taken = table

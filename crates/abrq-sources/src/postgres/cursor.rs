@@ -52,6 +52,8 @@ struct Column {
     /// Read as text (`numeric`, and `numeric[]` as `text[]`): its JSON
     /// number would lose digits.
     as_text: bool,
+    /// Its `attnum`: the column's identity across renames.
+    number: i64,
 }
 
 /// The relation's columns as last read, and the page query built on them.
@@ -207,9 +209,9 @@ impl PgCursorSource {
         let rel = self.settings.table.quoted();
         let conn = self.conn.as_mut().expect("connected");
         // a composite reads as its text (the stream has no other form)
-        let cols: Vec<(String, String, String)> = sqlx::query_as(
+        let cols: Vec<(String, String, String, i64)> = sqlx::query_as(
             "SELECT a.attname::text, format_type(a.atttypid, a.atttypmod), \
-             CASE WHEN t.typtype = 'c' THEN 'record' ELSE t.typname::text END \
+             CASE WHEN t.typtype = 'c' THEN 'record' ELSE t.typname::text END, a.attnum::int8 \
              FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid \
              WHERE a.attrelid = CAST($1::text AS regclass) AND a.attnum > 0 AND NOT a.attisdropped \
              ORDER BY a.attnum",
@@ -220,10 +222,11 @@ impl PgCursorSource {
         .context("cannot read the table's columns")?;
         let columns: Vec<Column> = cols
             .into_iter()
-            .map(|(name, ty, base)| Column {
+            .map(|(name, ty, base, number)| Column {
                 name,
                 ty,
                 as_text: matches!(base.as_str(), "numeric" | "_numeric" | "record"),
+                number,
             })
             .collect();
         if self.shape.as_ref().is_some_and(|s| s.columns == columns) {
@@ -257,10 +260,12 @@ fn build_shape(
         return Err(format!("{} has no columns", s.table));
     }
     let find = |name: &str| columns.iter().find(|c| c.name == name);
+    // ctid: a system column (attnum -1), never declared
     let physical = Column {
         name: PHYSICAL.into(),
         ty: "tid".into(),
         as_text: false,
+        number: -1,
     };
     let cursor = match s.cursor == PHYSICAL && s.primary_key.is_empty() {
         true => &physical,
@@ -335,8 +340,10 @@ fn build_shape(
         .iter()
         .map(|c| {
             let ty = match key_all.contains(&c.name) {
-                true => serde_json::json!({ "type": c.ty, "primary_key": true }),
-                false => Value::String(c.ty.clone()),
+                true => serde_json::json!({
+                    "type": c.ty, "primary_key": true, abrq_core::SOURCE_COLUMN: c.number
+                }),
+                false => serde_json::json!({ "type": c.ty, abrq_core::SOURCE_COLUMN: c.number }),
             };
             (c.name.clone(), ty)
         })
@@ -444,6 +451,7 @@ mod tests {
             name: name.into(),
             ty: ty.into(),
             as_text: ty.starts_with("numeric"),
+            number: 1,
         }
     }
 
@@ -465,7 +473,8 @@ mod tests {
         assert!(s.next_page.ends_with("LIMIT $3"));
         assert!(s.first_page.contains("r.\"total\"::text AS \"total\""));
         assert_eq!(s.schema["id"]["primary_key"], true);
-        assert_eq!(s.schema["total"], "numeric(10,2)");
+        assert_eq!(s.schema["total"]["type"], "numeric(10,2)");
+        assert_eq!(s.schema["total"]["source_column"], 1);
     }
 
     #[test]

@@ -3,8 +3,9 @@
 //! column (its values stay; no new empty column beside a dead one), a
 //! dropped column is dropped under `dropped_columns = "drop"` and kept
 //! with its values under the default `keep`, and a widened type widens
-//! the replica's column. The oracle reads the source and both replicas
-//! through their own clients.
+//! the replica's column; a MySQL source's renames (read from the ALTER
+//! TABLE) too. The oracle reads the sources and replicas through their
+//! own clients.
 
 use crate::common::*;
 use abrq_sinks::relational::sqlx::{self, MySqlPool, PgPool};
@@ -73,7 +74,10 @@ async fn renames_drops_and_widenings_reach_both_replicas() {
             .unwrap_or(0);
         p == n && m == n
     };
-    // a streamed change first: the replicas learn each column's identity
+    abrq.wait_status("cols", "the copy done", |st| {
+        st["source"]["position"]["snapshot"]["state"] == "done"
+    })
+    .await;
     sqlx::query(&format!("INSERT INTO {table} VALUES (3, 'three', 3, 'c3')"))
         .execute(&src)
         .await
@@ -177,4 +181,87 @@ async fn renames_drops_and_widenings_reach_both_replicas() {
         .execute(&my)
         .await
         .unwrap();
+}
+
+/// A MySQL binlog names no column ids: the source reads renames from the
+/// `ALTER TABLE` itself (`RENAME COLUMN`, `CHANGE`), and the replica's
+/// column is renamed with its values.
+#[tokio::test(flavor = "multi_thread")]
+async fn mysql_renames_reach_the_replica_as_renames() {
+    let my = MySqlPool::connect(&mysqlcdc::url()).await.expect("mariadb");
+    let tag = pg::tag();
+    let (db, dst_db) = (format!("mcols_{tag}"), format!("mcols_dst_{tag}"));
+    let table = format!("`{db}`.t");
+    for sql in [
+        format!("CREATE DATABASE `{db}`"),
+        format!("CREATE TABLE {table} (id int PRIMARY KEY, a varchar(20), b int)"),
+        format!("INSERT INTO {table} VALUES (1, 'one', 1), (2, 'two', 2)"),
+    ] {
+        sqlx::query(&sql).execute(&my).await.unwrap();
+    }
+    let mut abrq = Abrq::new();
+    let source = Source::mysql("cdc")
+        .connection(&mysqlcdc::url())
+        .table(&format!("{db}.t"));
+    let text = Config::new(&abrq)
+        .stream(
+            Stream::new("mcols", source).max_wait("20ms").destination(
+                Destination::mysql("my")
+                    .connection(&mysqlcdc::url())
+                    .database(&dst_db)
+                    .table("t")
+                    .mode("upsert"),
+            ),
+        )
+        .to_string();
+    abrq.write_config(&text);
+    abrq.start().await;
+    let count = format!("SELECT count(*) FROM `{dst_db}`.t");
+    let steps = [
+        vec![],
+        vec![
+            format!("ALTER TABLE {table} RENAME COLUMN a TO name"),
+            format!("INSERT INTO {table} VALUES (3, 'three', 3)"),
+        ],
+        vec![
+            format!("ALTER TABLE {table} CHANGE b bb bigint"),
+            format!("INSERT INTO {table} VALUES (4, 'four', 1099511627776)"),
+        ],
+    ];
+    for (n, step) in (2..).zip(steps) {
+        for sql in step {
+            sqlx::query(&sql).execute(&my).await.unwrap();
+        }
+        wait_until(LONG, &format!("{n} rows in the replica"), async || {
+            sqlx::query_scalar::<_, i64>(&count)
+                .fetch_one(&my)
+                .await
+                .unwrap_or(0)
+                == n
+        })
+        .await;
+    }
+    let cols: Vec<(String, String)> = sqlx::query_as(
+        "SELECT CAST(COLUMN_NAME AS CHAR), CAST(DATA_TYPE AS CHAR) FROM information_schema.COLUMNS \
+         WHERE TABLE_SCHEMA = ? AND TABLE_NAME = 't' ORDER BY ORDINAL_POSITION",
+    )
+    .bind(&dst_db)
+    .fetch_all(&my)
+    .await
+    .unwrap();
+    let names: Vec<&str> = cols.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["id", "name", "bb"], "{cols:?}");
+    assert_eq!(cols[2].1, "bigint", "{cols:?}");
+    let rows = |db: &str| format!("SELECT id, name, CAST(bb AS SIGNED) FROM `{db}`.t ORDER BY id");
+    let want: Vec<(i32, String, i64)> = sqlx::query_as(&rows(&db)).fetch_all(&my).await.unwrap();
+    let got: Vec<(i32, String, i64)> = sqlx::query_as(&rows(&dst_db)).fetch_all(&my).await.unwrap();
+    assert_eq!(got, want, "the renamed columns kept their values");
+    assert_eq!(want[0].1, "one");
+    abrq.kill();
+    for d in [&db, &dst_db] {
+        sqlx::query(&format!("DROP DATABASE `{d}`"))
+            .execute(&my)
+            .await
+            .unwrap();
+    }
 }

@@ -26,7 +26,7 @@ use super::gtid::{self, Gtid, GtidPos};
 use super::names;
 use super::xa::{self, Xa};
 use super::{purged, BinlogAt, MysqlCdc, Shaped};
-use crate::cdc::{Ctx, Step, TxInfo};
+use crate::cdc::{Ctx, Step, Table, TxInfo};
 use crate::error::{Failure, SourceError};
 
 /// The binlog event a server sends when it has nothing else to send.
@@ -463,10 +463,35 @@ impl MysqlCdc {
                 self.shapes.remove(&table);
                 let shaped = self.shape(&table, 0).await?;
                 tracing::info!(%table, columns = shaped.shape.columns.len(), "source table's columns changed");
-                Step::Declare(shaped.table)
+                Step::Declare(with_renames(&shaped.table, &super::renames::renamed(sql)))
             }
         }))
     }
+}
+
+/// The declaration of `table` saying, for each column an ALTER renamed,
+/// the name it had (`renamed_from`): a relational destination renames its
+/// column rather than adding one. Only this declaration says it; the
+/// table's shape stays as read.
+fn with_renames(table: &Arc<Table>, renamed: &[(String, String)]) -> Arc<Table> {
+    if renamed.is_empty() {
+        return table.clone();
+    }
+    let mut declared = table.declared.clone();
+    for (old, new) in renamed {
+        if let Some(v) = declared.get_mut(new) {
+            let mut o = match v.take() {
+                Value::Object(o) => o,
+                other => Map::from_iter([("type".to_string(), other)]),
+            };
+            o.insert(abrq_core::RENAMED_FROM.into(), Value::String(old.clone()));
+            *v = Value::Object(o);
+        }
+    }
+    Arc::new(Table {
+        table: table.table.clone(),
+        declared,
+    })
 }
 
 /// The column names a table map carries (`binlog_row_metadata = FULL`).

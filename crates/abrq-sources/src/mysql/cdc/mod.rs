@@ -23,6 +23,7 @@ mod compressed;
 mod gtid;
 mod names;
 mod position;
+mod renames;
 mod xa;
 
 use std::collections::{HashMap, HashSet};
