@@ -242,9 +242,8 @@ impl TableSql {
         Query { sql, params }
     }
 
-    /// The rows with these keys: key texts, then hash.
-    pub fn rows_by_key(&self, keys: &[Key]) -> Query {
-        let mut params = Vec::new();
+    /// `((b1, b2), (b1, b2), ...)`: each key bound, cast to its column.
+    fn key_tuples(&self, params: &mut Vec<String>, keys: &[Key]) -> String {
         let tuples: Vec<String> = keys
             .iter()
             .map(|k| {
@@ -252,18 +251,24 @@ impl TableSql {
                     .key
                     .iter()
                     .zip(k)
-                    .map(|(c, v)| self.bind(&mut params, c, v))
+                    .map(|(c, v)| self.bind(params, c, v))
                     .collect();
                 format!("({})", bound.join(", "))
             })
             .collect();
+        format!("({})", tuples.join(", "))
+    }
+
+    /// The rows with these keys: key texts, then hash.
+    pub fn rows_by_key(&self, keys: &[Key]) -> Query {
+        let mut params = Vec::new();
+        let tuples = self.key_tuples(&mut params, keys);
         let mut sql = format!(
-            "SELECT {}, {} FROM {} WHERE ({}) IN ({})",
+            "SELECT {}, {} FROM {} WHERE ({}) IN {tuples}",
             self.key_texts(),
             self.row_hash(),
             self.table,
             self.key_list(""),
-            tuples.join(", ")
         );
         if let Some(only) = &self.only {
             sql.push_str(&format!(" AND ({only})"));
@@ -274,23 +279,11 @@ impl TableSql {
     /// Deletes the rows with these keys.
     pub fn delete_by_key(&self, keys: &[Key]) -> Query {
         let mut params = Vec::new();
-        let tuples: Vec<String> = keys
-            .iter()
-            .map(|k| {
-                let bound: Vec<String> = self
-                    .key
-                    .iter()
-                    .zip(k)
-                    .map(|(c, v)| self.bind(&mut params, c, v))
-                    .collect();
-                format!("({})", bound.join(", "))
-            })
-            .collect();
+        let tuples = self.key_tuples(&mut params, keys);
         let sql = format!(
-            "DELETE FROM {} WHERE ({}) IN ({})",
+            "DELETE FROM {} WHERE ({}) IN {tuples}",
             self.table,
-            self.key_list(""),
-            tuples.join(", ")
+            self.key_list("")
         );
         Query { sql, params }
     }

@@ -49,6 +49,16 @@ fn expected() -> BTreeSet<(String, String)> {
     .collect()
 }
 
+/// The hand-made damage to `replica`: the differences [`expected`] names.
+fn corruption(replica: &str) -> [String; 4] {
+    [
+        format!("DELETE FROM {replica} WHERE id IN (10, 11, 12)"),
+        format!("UPDATE {replica} SET name = 'tampered' WHERE id = 20"),
+        format!("UPDATE {replica} SET amount = amount + 0.01 WHERE id = 21"),
+        format!("INSERT INTO {replica} (id, name) VALUES (99999, 'extra')"),
+    ]
+}
+
 /// `abrq verify` with `extra` flags, as JSON, and whether it exited 0.
 async fn verify(abrq: &Abrq, stream: &str, dest: &str, extra: &[&str]) -> (bool, Value) {
     let config = abrq.config_path().display().to_string();
@@ -160,13 +170,7 @@ async fn postgres_replica_differences_are_named_and_repaired_while_writers_run()
             n
         })
     };
-    let replica = format!("\"{dst_schema}\".t");
-    for sql in [
-        format!("DELETE FROM {replica} WHERE id IN (10, 11, 12)"),
-        format!("UPDATE {replica} SET name = 'tampered' WHERE id = 20"),
-        format!("UPDATE {replica} SET amount = amount + 0.01 WHERE id = 21"),
-        format!("INSERT INTO {replica} (id, name) VALUES (99999, 'extra')"),
-    ] {
+    for sql in corruption(&format!("\"{dst_schema}\".t")) {
         sqlx::query(&sql).execute(&dst).await.unwrap();
     }
     check_and_repair(&abrq, "v", "pg").await;
@@ -286,13 +290,7 @@ async fn mariadb_replica_differences_are_named_and_repaired_while_writers_run() 
             n
         })
     };
-    let replica = format!("`{dst_db}`.t");
-    for sql in [
-        format!("DELETE FROM {replica} WHERE id IN (10, 11, 12)"),
-        format!("UPDATE {replica} SET name = 'tampered' WHERE id = 20"),
-        format!("UPDATE {replica} SET amount = amount + 0.01 WHERE id = 21"),
-        format!("INSERT INTO {replica} (id, name) VALUES (99999, 'extra')"),
-    ] {
+    for sql in corruption(&format!("`{dst_db}`.t")) {
         sqlx::query(&sql).execute(&my).await.unwrap();
     }
     check_and_repair(&abrq, "mv", "my").await;
