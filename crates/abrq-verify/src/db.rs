@@ -9,7 +9,7 @@ use sqlx::mysql::{MySqlPool, MySqlPoolOptions};
 use sqlx::postgres::{PgPool, PgPoolOptions};
 use sqlx::{Executor, Row};
 
-use crate::sql::{Dialect, Form, Query};
+use crate::sql::{qualified, Dialect, Form, Query};
 
 /// Connections per side: a range's checksum runs on both sides at once,
 /// two ranges at a time.
@@ -128,10 +128,7 @@ impl Db {
         table: &str,
     ) -> Result<Option<Vec<CatalogColumn>>, sqlx::Error> {
         let d = self.dialect();
-        let name = match schema {
-            Some(s) => format!("{}.{}", d.quote(s), d.quote(table)),
-            None => d.quote(table),
-        };
+        let name = qualified(d, schema, table);
         let found = match self {
             Db::Pg(pool) => {
                 let rows = sqlx::query(

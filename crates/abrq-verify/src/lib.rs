@@ -25,7 +25,7 @@ pub use report::{Difference, Kind, Repair, Report, State, TableReport};
 
 use compare::Sides;
 use db::{form_of, source_form, CatalogColumn, Db};
-use sql::{Column, Dialect, Form, Key, TableSql};
+use sql::{qualified, Column, Form, Key, TableSql};
 
 /// How often differing keys are read again after the destination caught up.
 const RECHECKS: usize = 3;
@@ -122,13 +122,6 @@ async fn tables(plan: &Plan, src: &Db, only: Option<&str>) -> Result<Vec<TableRe
         _ => Err(format!(
             "{only:?} names tables in several schemas: write schema.{only}"
         )),
-    }
-}
-
-fn qualified(d: Dialect, schema: Option<&str>, name: &str) -> String {
-    match schema {
-        Some(s) => format!("{}.{}", d.quote(s), d.quote(name)),
-        None => d.quote(name),
     }
 }
 

@@ -9,19 +9,15 @@
 //! (the sum is a numeric/decimal), independent of row order, and computed
 //! without holding the range's text in memory as a `string_agg` would.
 
-/// The database a side runs on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Dialect {
-    Postgres,
-    Mysql,
-}
+/// The database a side runs on, and its quoting: the relational
+/// destinations' own.
+pub use abrq_sinks::relational::types::Dialect;
 
-impl Dialect {
-    pub fn quote(self, ident: &str) -> String {
-        match self {
-            Dialect::Postgres => format!("\"{}\"", ident.replace('"', "\"\"")),
-            Dialect::Mysql => format!("`{}`", ident.replace('`', "``")),
-        }
+/// `schema.name` quoted, or `name` alone (the connection's own schema).
+pub fn qualified(d: Dialect, schema: Option<&str>, name: &str) -> String {
+    match schema {
+        Some(s) => d.qualified(s, name),
+        None => d.quote(name),
     }
 }
 

@@ -11,7 +11,7 @@ use abrq_core::{source_columns, Item, RENAMED_FROM};
 
 use super::config::{ColumnsPolicy, DroppedColumnsPolicy};
 use super::plan::{Items, Policy};
-use super::table::TableInfo;
+use super::table::{Column, TableInfo};
 
 /// What following the source changes in an existing table.
 #[derive(Debug, Default, Clone, PartialEq)]
@@ -54,6 +54,30 @@ fn told(batch: Items) -> Vec<(String, String)> {
     out
 }
 
+/// Renames the column `pick` finds to `new`, the key with it, unless a
+/// column of that name (as the dialect folds it) is there already; its old
+/// name.
+fn rename(
+    table: &mut TableInfo,
+    p: &Policy,
+    pick: impl Fn(&Column) -> bool,
+    new: &str,
+) -> Option<String> {
+    let taken = table
+        .columns
+        .iter()
+        .any(|c| p.dialect.fold(&c.name) == p.dialect.fold(new));
+    if taken {
+        return None;
+    }
+    let c = table.columns.iter_mut().find(|c| pick(c))?;
+    let old = std::mem::replace(&mut c.name, new.to_string());
+    for k in table.key.iter_mut().filter(|k| **k == old) {
+        *k = new.to_string();
+    }
+    Some(old)
+}
+
 /// Renames (and drops) the columns of `table`, an existing table, as the
 /// batch's declarations say its source's columns changed. Only under
 /// `columns = "evolve"`: the other policies keep the table as it is.
@@ -62,57 +86,32 @@ pub fn follow(batch: Items, table: &mut TableInfo, p: &Policy) -> Followed {
     if p.drift.columns != ColumnsPolicy::Evolve {
         return out;
     }
-    let mut renamed: Vec<(String, i64)> = Vec::new();
-    let mut last = Vec::new();
     for (old, new) in told(batch) {
-        let taken = table
-            .columns
-            .iter()
-            .any(|c| p.dialect.fold(&c.name) == p.dialect.fold(&new));
-        let Some(c) = table.columns.iter_mut().find(|c| c.name == old) else {
-            continue;
-        };
-        if taken {
-            continue;
+        if let Some(old) = rename(table, p, |c| c.name == old, &new) {
+            out.rename.push((old, new));
         }
-        c.name = new.clone();
-        for k in table.key.iter_mut().filter(|k| **k == old) {
-            *k = new.clone();
-        }
-        out.aliases.push((old.clone(), new.clone()));
-        out.rename.push((old, new));
     }
+    let mut last = Vec::new();
     for sources in declarations(batch) {
         for (name, n) in &sources {
-            let taken = table
-                .columns
-                .iter()
-                .any(|c| p.dialect.fold(&c.name) == p.dialect.fold(name));
-            if taken {
-                continue;
+            // the old name is declared too: never rename onto it
+            let pick =
+                |c: &Column| c.source == Some(*n) && !sources.iter().any(|(o, _)| *o == c.name);
+            if let Some(old) = rename(table, p, pick, name) {
+                out.rename.push((old, name.clone()));
             }
-            let Some(c) = table.columns.iter_mut().find(|c| c.source == Some(*n)) else {
-                continue;
-            };
-            // the old name is declared too: another column took this one's
-            // number? never rename onto it
-            if sources.iter().any(|(other, _)| *other == c.name) {
-                continue;
-            }
-            let old = std::mem::replace(&mut c.name, name.clone());
-            for k in table.key.iter_mut().filter(|k| **k == old) {
-                *k = name.clone();
-            }
-            renamed.push((old.clone(), *n));
-            out.rename.push((old, name.clone()));
         }
         last = sources;
     }
-    for (old, n) in renamed {
-        if let Some(c) = table.columns.iter().find(|c| c.source == Some(n)) {
-            if table.column(&old).is_none() {
-                out.aliases.push((old, c.name.clone()));
-            }
+    // each old name to the name its column has at the end of the batch
+    for (i, (old, new)) in out.rename.iter().enumerate() {
+        let now =
+            out.rename[i + 1..].iter().fold(
+                new.clone(),
+                |at, (o, n)| if *o == at { n.clone() } else { at },
+            );
+        if table.column(old).is_none() {
+            out.aliases.push((old.clone(), now));
         }
     }
     if p.drift.dropped_columns == DroppedColumnsPolicy::Drop && !last.is_empty() {

@@ -1,16 +1,9 @@
 //! A verification's result as `abrq verify` prints it: a table per table
 //! compared, then the differing keys.
 
-use comfy_table::{presets::UTF8_FULL_CONDENSED, ContentArrangement, Table};
 use serde_json::Value;
 
-fn table(header: &[&str]) -> Table {
-    let mut t = Table::new();
-    t.load_preset(UTF8_FULL_CONDENSED);
-    t.set_content_arrangement(ContentArrangement::Dynamic);
-    t.set_header(header.iter().copied());
-    t
-}
+use super::status::table;
 
 fn text(v: &Value) -> String {
     match v {

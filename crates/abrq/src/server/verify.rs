@@ -113,10 +113,7 @@ impl abrq_verify::Pipeline for Running {
 fn plan(config: &Config, stream: &str, destination: &str) -> Result<Plan, ApiError> {
     let not_found = |what: String| ApiError::new(StatusCode::NOT_FOUND, what);
     let s = config
-        .streams
-        .iter()
-        .map(|s| s.get_ref())
-        .find(|s| s.name.as_str() == stream)
+        .stream(stream)
         .ok_or_else(|| not_found(format!("unknown stream {stream:?}")))?;
     let d = s
         .destinations

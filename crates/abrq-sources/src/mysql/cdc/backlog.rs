@@ -167,7 +167,7 @@ fn alters_columns(sql: &str) -> bool {
 
 /// The statement's clauses: split at commas outside parentheses and
 /// quotes.
-fn clauses(sql: &str) -> Vec<String> {
+pub(super) fn clauses(sql: &str) -> Vec<String> {
     let (mut out, mut cur) = (Vec::new(), String::new());
     let (mut depth, mut quote) = (0usize, None::<char>);
     for c in sql.chars() {
@@ -190,7 +190,7 @@ fn clauses(sql: &str) -> Vec<String> {
 }
 
 /// A clause's words: split at whitespace outside quotes.
-fn words(clause: &str) -> Vec<String> {
+pub(super) fn words(clause: &str) -> Vec<String> {
     let (mut out, mut cur, mut quote) = (Vec::new(), String::new(), None::<char>);
     for c in clause.chars() {
         match (quote, c) {

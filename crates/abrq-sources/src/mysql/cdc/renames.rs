@@ -5,79 +5,13 @@
 //! `renamed_from` for each, and a relational destination renames its
 //! column instead of adding one.
 
-/// Each clause of the statement, split at the commas outside quotes and
-/// parentheses.
-fn clauses(sql: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut cur = String::new();
-    let mut depth = 0usize;
-    let mut quote: Option<char> = None;
-    for c in sql.chars() {
-        match quote {
-            Some(q) => {
-                cur.push(c);
-                if c == q {
-                    quote = None;
-                }
-            }
-            None => match c {
-                '\'' | '"' | '`' => {
-                    quote = Some(c);
-                    cur.push(c);
-                }
-                '(' => {
-                    depth += 1;
-                    cur.push(c);
-                }
-                ')' => {
-                    depth = depth.saturating_sub(1);
-                    cur.push(c);
-                }
-                ',' if depth == 0 => out.push(std::mem::take(&mut cur)),
-                _ => cur.push(c),
-            },
-        }
-    }
-    out.push(cur);
-    out
-}
+use super::backlog::{clauses, words};
 
-/// The words of a clause, split at spaces outside backquotes: a
-/// backquoted part loses its quotes (a doubled backquote is one), so
-/// `` `shop`.`t` `` is one word and `` `a b` `` another.
-fn words(clause: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut chars = clause.chars().peekable();
-    loop {
-        while chars.peek().is_some_and(|c| c.is_whitespace()) {
-            chars.next();
-        }
-        if chars.peek().is_none() {
-            return out;
-        }
-        let mut word = String::new();
-        while let Some(&c) = chars.peek() {
-            if c.is_whitespace() {
-                break;
-            }
-            chars.next();
-            if c != '`' {
-                word.push(c);
-                continue;
-            }
-            while let Some(c) = chars.next() {
-                if c == '`' {
-                    if chars.peek() == Some(&'`') {
-                        chars.next();
-                        word.push('`');
-                        continue;
-                    }
-                    break;
-                }
-                word.push(c);
-            }
-        }
-        out.push(word);
+/// A column name as a statement writes it, quotes taken off.
+fn unquote(word: &str) -> String {
+    match word.strip_prefix('`').and_then(|w| w.strip_suffix('`')) {
+        Some(inner) => inner.replace("``", "`"),
+        None => word.to_string(),
     }
 }
 
@@ -85,7 +19,7 @@ fn words(clause: &str) -> Vec<String> {
 pub fn renamed(sql: &str) -> Vec<(String, String)> {
     let mut out = Vec::new();
     for clause in clauses(sql) {
-        let w = words(&clause);
+        let w: Vec<String> = words(&clause).iter().map(|w| unquote(w)).collect();
         let lower: Vec<String> = w.iter().map(|s| s.to_ascii_lowercase()).collect();
         // the first clause starts with ALTER [ONLINE] [IGNORE] TABLE name
         let start = match lower.iter().position(|s| s == "table") {
