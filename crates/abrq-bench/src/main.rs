@@ -235,6 +235,7 @@ pub fn batch_of(seq: u64, fields: Vec<Map<String, Value>>) -> abrq_core::Batch {
             .into_iter()
             .map(|f| abrq_core::Item::Record(abrq_core::Record::insert(f)))
             .collect(),
+        lines: None,
     }
 }
 

@@ -1,5 +1,7 @@
 //! Batches as staged in the spool, and their idempotency keys.
 
+use std::sync::Arc;
+
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -47,9 +49,30 @@ pub struct BatchMeta {
 pub struct Batch {
     pub meta: BatchMeta,
     pub items: Vec<Item>,
+    /// The items as the spool holds them, not decoded (`items` is then
+    /// empty): read so only for a destination that writes the spool's
+    /// lines itself ([`crate::Destination::reads_lines`]).
+    pub lines: Option<Arc<Vec<u8>>>,
 }
 
 impl Batch {
+    pub fn new(meta: BatchMeta, items: Vec<Item>) -> Batch {
+        Batch {
+            meta,
+            items,
+            lines: None,
+        }
+    }
+
+    /// A spooled batch as its lines, not decoded.
+    pub fn lines(meta: BatchMeta, lines: Vec<u8>) -> Batch {
+        Batch {
+            meta,
+            items: Vec::new(),
+            lines: Some(Arc::new(lines)),
+        }
+    }
+
     pub fn records(&self) -> impl Iterator<Item = &crate::Record> {
         self.items.iter().filter_map(Item::as_record)
     }

@@ -35,6 +35,13 @@ pub trait Destination: Send + Sync {
     /// (same object name, ledger row), and must be harmless otherwise.
     async fn deliver(&self, batch: &Batch) -> Result<DeliveryReport, DeliveryError>;
 
+    /// Takes spooled batches as their lines (`Batch::lines`), not decoded:
+    /// the engine then decodes nothing, and the destination checks each
+    /// line as it writes it (one it cannot read is an `encoding` failure).
+    fn reads_lines(&self) -> bool {
+        false
+    }
+
     /// How many contiguous batches one attempt may carry through
     /// [`Destination::deliver_group`]; 1, the default, is one batch per
     /// attempt.

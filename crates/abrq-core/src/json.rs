@@ -20,6 +20,18 @@ pub fn from_slice<T: DeserializeOwned>(bytes: &[u8]) -> serde_json::Result<T> {
     Ok(value)
 }
 
+/// Parses `bytes` as one JSON value of any depth through `seed`.
+pub fn from_slice_seed<'de, S: serde::de::DeserializeSeed<'de>>(
+    bytes: &'de [u8],
+    seed: S,
+) -> serde_json::Result<S::Value> {
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    de.disable_recursion_limit();
+    let value = seed.deserialize(serde_stacker::Deserializer::new(&mut de))?;
+    de.end()?;
+    Ok(value)
+}
+
 /// Parses `text` as one JSON value of any depth.
 pub fn from_str<T: DeserializeOwned>(text: &str) -> serde_json::Result<T> {
     from_slice(text.as_bytes())

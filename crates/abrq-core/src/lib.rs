@@ -8,6 +8,7 @@ pub mod config;
 pub mod destination;
 pub mod error;
 pub mod json;
+pub mod lines;
 pub mod record;
 pub mod retry;
 

@@ -140,6 +140,9 @@ impl PerTable {
 
     /// Applies the rules to every item of `chunk`.
     pub fn apply(&self, chunk: &mut Chunk) -> Result<(), SourceError> {
+        chunk
+            .parse_kept()
+            .map_err(|e| SourceError::caused(Failure::Decode, "a row read is not JSON", e))?;
         let mut rules: Option<(&TableOptions, Option<&Expr>)> = None;
         let mut table: Option<TableRef> = None;
         let mut dropped = 0;

@@ -22,7 +22,8 @@
 
 use std::io;
 
-use abrq_core::{Item, Op, Record};
+pub use abrq_core::lines::{decode as decode_lines, op_tag, LineError};
+use abrq_core::{Item, Op};
 use serde_json::{Map, Value};
 
 use crate::store::{StoreError, StoreResult};
@@ -32,6 +33,15 @@ pub fn encode(items: &[Item]) -> Result<Vec<u8>, serde_json::Error> {
     let mut out = Vec::with_capacity(items.len().saturating_mul(64));
     encode_into(&mut out, items)?;
     Ok(out)
+}
+
+/// A batch's payload: its lines as read from the spool, else its items
+/// encoded.
+pub fn of_batch(batch: &abrq_core::Batch) -> Result<Vec<u8>, serde_json::Error> {
+    match &batch.lines {
+        Some(lines) => Ok(lines.to_vec()),
+        None => encode(&batch.items),
+    }
 }
 
 /// Appends the encoded items to `out` (lets a caller reuse one buffer).
@@ -68,15 +78,20 @@ pub fn encoded_len(item: &Item) -> Result<u64, serde_json::Error> {
     Ok(counter.0)
 }
 
-/// The tag that opens a record's line.
-pub fn op_tag(op: Op) -> u8 {
-    match op {
-        Op::Insert => b'I',
-        Op::Update => b'U',
-        Op::Delete => b'D',
-        Op::Read => b'R',
+/// How many of a payload's lines are records (the others are a table's
+/// scope, columns, a truncate or a marker).
+pub fn record_lines(bytes: &[u8]) -> u64 {
+    let mut at_start = true;
+    let mut n = 0;
+    for &b in bytes {
+        if at_start && matches!(b, b'I' | b'U' | b'D' | b'R') {
+            n += 1;
+        }
+        at_start = b == b'\n';
     }
+    n
 }
+
 
 fn write_item<W: io::Write>(mut w: W, item: &Item) -> Result<(), serde_json::Error> {
     let io_err = serde_json::Error::io;
@@ -102,68 +117,10 @@ fn write_item<W: io::Write>(mut w: W, item: &Item) -> Result<(), serde_json::Err
     w.write_all(b"\n").map_err(io_err)
 }
 
-/// Why one line of a payload cannot be read back.
-#[derive(Debug, thiserror::Error)]
-pub enum LineError {
-    #[error("line {line}: {source}")]
-    Json {
-        line: usize,
-        #[source]
-        source: serde_json::Error,
-    },
-    #[error("line {line}: unknown item tag {tag:?}")]
-    Tag { line: usize, tag: char },
-}
-
 /// Decodes a spooled payload; `seq` only names the batch in the error.
 /// Blank lines and a missing final newline are tolerated.
 pub fn decode(seq: u64, bytes: &[u8]) -> StoreResult<Vec<Item>> {
     decode_lines(bytes).map_err(|source| StoreError::Payload { seq, source })
-}
-
-/// Decodes a payload, naming the line that fails.
-pub fn decode_lines(bytes: &[u8]) -> Result<Vec<Item>, LineError> {
-    let lines = bytes.iter().filter(|&&b| b == b'\n').count();
-    let mut items = Vec::with_capacity(lines + 1);
-    for (i, line) in bytes.split(|&b| b == b'\n').enumerate() {
-        let line_no = i + 1;
-        let json = |source| LineError::Json {
-            line: line_no,
-            source,
-        };
-        let Some((&tag, rest)) = line.split_first() else {
-            continue;
-        };
-        let record = |op| {
-            abrq_core::json::from_slice::<Map<String, Value>>(rest)
-                .map(|fields| Item::Record(Record { op, fields }))
-                .map_err(json)
-        };
-        let item = match tag {
-            b'I' => record(Op::Insert)?,
-            b'U' => record(Op::Update)?,
-            b'D' => record(Op::Delete)?,
-            b'R' => record(Op::Read)?,
-            b'T' if rest.iter().all(u8::is_ascii_whitespace) => Item::Truncate,
-            b'S' => Item::Schema {
-                columns: serde_json::from_slice(rest).map_err(json)?,
-            },
-            b'N' => Item::Table(serde_json::from_slice(rest).map_err(json)?),
-            b'M' => Item::Marker {
-                fields: serde_json::from_slice(rest).map_err(json)?,
-            },
-            b'{' => abrq_core::json::from_slice::<Item>(line).map_err(json)?,
-            b' ' | b'\t' | b'\r' if line.iter().all(u8::is_ascii_whitespace) => continue,
-            other => {
-                return Err(LineError::Tag {
-                    line: line_no,
-                    tag: char::from(other),
-                })
-            }
-        };
-        items.push(item);
-    }
-    Ok(items)
 }
 
 struct ByteCounter(u64);
@@ -190,6 +147,13 @@ mod tests {
             Value::Object(m) => m,
             other => panic!("not an object: {other}"),
         }
+    }
+
+    #[test]
+    fn record_lines_count_only_records() {
+        let text = b"N{\"name\":\"t\"}\nS{}\nI{\"a\":\"I\\nD\"}\nR{}\nT\nU{}\nD{}\nM{}\n";
+        assert_eq!(record_lines(text), 4);
+        assert_eq!(record_lines(b""), 0);
     }
 
     fn sample() -> Vec<Item> {

@@ -128,10 +128,10 @@ impl<'a> Drainer<'a> {
             Some(w @ (Work::Spool(_) | Work::Group(_))) => w.batches().last().map(|b| b.meta.seq),
             _ => None,
         };
-        let (stream, group) = (self.stream, self.group_size());
+        let (stream, dest, group) = (self.stream, self.dest, self.group_size());
         let next = async move {
             match after {
-                Some(after) => work::prefetch(stream, after, group).await,
+                Some(after) => work::prefetch(stream, dest, after, group).await,
                 None => None,
             }
         };

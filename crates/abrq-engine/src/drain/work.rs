@@ -73,8 +73,10 @@ pub(super) async fn next(
             }
             Err(e) => return Err(e),
         }
-        match store.next_batch(s, dest.mark().accepted()).await {
-            Ok(Some(first)) if group > 1 => return Ok(Some(grow(stream, first, group).await)),
+        match read(stream, dest, dest.mark().accepted()).await {
+            Ok(Some(first)) if group > 1 => {
+                return Ok(Some(grow(stream, dest, first, group).await))
+            }
             Ok(batch) => return Ok(batch.map(Work::Spool)),
             Err(e @ StoreError::Payload { seq, .. }) => {
                 let error = e.to_string();
@@ -92,12 +94,12 @@ pub(super) async fn next(
 /// `first` and the spooled batches right after it, while they are there
 /// and the group has room; a batch that cannot be read ends the group (it
 /// is met again as the next work's first).
-async fn grow(stream: &StreamShared, first: Batch, group: usize) -> Work {
+async fn grow(stream: &StreamShared, dest: &DestShared, first: Batch, group: usize) -> Work {
     let mut records = first.meta.records;
     let mut batches = vec![first];
     while batches.len() < group && records < GROUP_RECORDS {
         let after = batches.last().expect("one at least").meta.seq;
-        match stream.store().next_batch(stream.name(), after).await {
+        match read(stream, dest, after).await {
             Ok(Some(b)) => {
                 records += b.meta.records;
                 batches.push(b);
@@ -113,14 +115,29 @@ async fn grow(stream: &StreamShared, first: Batch, group: usize) -> Work {
 
 /// The spooled work after seq `after` (none on any error: it is read
 /// again the usual way), read while an attempt runs.
-pub(super) async fn prefetch(stream: &StreamShared, after: u64, group: usize) -> Option<Work> {
-    let first = stream
-        .store()
-        .next_batch(stream.name(), after)
-        .await
-        .ok()??;
+pub(super) async fn prefetch(
+    stream: &StreamShared,
+    dest: &DestShared,
+    after: u64,
+    group: usize,
+) -> Option<Work> {
+    let first = read(stream, dest, after).await.ok()??;
     Some(match group > 1 {
-        true => grow(stream, first, group).await,
+        true => grow(stream, dest, first, group).await,
         false => Work::Spool(first),
     })
+}
+
+/// The spooled batch after `after`, as the destination takes it: decoded,
+/// or as its lines.
+async fn read(
+    stream: &StreamShared,
+    dest: &DestShared,
+    after: u64,
+) -> Result<Option<Batch>, StoreError> {
+    let store = stream.store();
+    match dest.destination().reads_lines() {
+        true => store.next_lines(stream.name(), after).await,
+        false => store.next_batch(stream.name(), after).await,
+    }
 }

@@ -106,7 +106,7 @@ pub(crate) fn backfill_ask(entry: &abrq_state::AuditEntry) -> abrq_sources::Back
 /// (they are the spool's record lines already; see `Chunk::kept`).
 fn encode(batch: Chunk) -> Result<NewBatch, serde_json::Error> {
     let mut encoded = NewBatch::from_items(&batch.items, batch.bytes)?;
-    encoded.records += batch.kept.iter().filter(|&&b| b == b'\n').count() as u64;
+    encoded.records += abrq_state::payload::record_lines(&batch.kept);
     if encoded.payload.is_empty() {
         encoded.payload = batch.kept;
     } else {

@@ -81,6 +81,7 @@ pub fn batch_of(seq: u64, items: Vec<Item>) -> Batch {
             bytes,
         },
         items,
+        lines: None,
     }
 }
 

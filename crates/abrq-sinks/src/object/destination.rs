@@ -115,6 +115,11 @@ impl<T: ObjectTransport + 'static> Destination for ObjectDestination<T> {
         self.store(object).await
     }
 
+    /// JSON lines are written from the spool's lines as they are.
+    fn reads_lines(&self) -> bool {
+        super::encode::reads_lines(self.settings.format)
+    }
+
     fn group_limit(&self) -> usize {
         self.transport.max_in_flight()
     }

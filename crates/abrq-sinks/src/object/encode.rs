@@ -10,7 +10,7 @@ use std::collections::HashSet;
 use std::io::{self, Write};
 
 use crate::object::ObjectFormat;
-use abrq_core::{Batch, DeliveryError, Item, Op, Record};
+use abrq_core::{Batch, DeliveryError, Item, Op, Record, TableRef};
 use flate2::write::GzEncoder;
 use flate2::Compression;
 use serde::ser::{SerializeMap, Serializer};
@@ -46,10 +46,66 @@ pub struct Encoded {
 /// always yields the same bytes (the gzip header carries no timestamp), so
 /// a replay stores an identical object.
 pub fn encode(format: ObjectFormat, batch: &Batch) -> Result<Encoded, DeliveryError> {
+    if let Some(bytes) = &batch.lines {
+        if reads_lines(format) && super::lines::writable(bytes) {
+            return encode_lines(format, batch, bytes);
+        }
+        let items = abrq_core::lines::decode(bytes)
+            .map_err(|e| Failure::Encoding { record: None }.error(e))?;
+        return encode(format, &Batch::new(batch.meta.clone(), items));
+    }
+    if reads_lines(format) {
+        // JSON lines write each record's table as they go: no copy
+        check_table_fields(batch)?;
+        return encode_flat(format, batch);
+    }
     match with_tables(batch)? {
         Some(flat) => encode_flat(format, &flat),
         None => encode_flat(format, batch),
     }
+}
+
+/// Whether `format` is written from a spooled batch's lines as they are
+/// (JSON lines), so the batch need not be decoded.
+pub fn reads_lines(format: ObjectFormat) -> bool {
+    matches!(format, ObjectFormat::Jsonl | ObjectFormat::JsonlGz)
+}
+
+fn encode_lines(format: ObjectFormat, batch: &Batch, bytes: &[u8]) -> Result<Encoded, DeliveryError> {
+    let hint = bytes.len() + bytes.len() / 8;
+    let mut out = match format {
+        ObjectFormat::JsonlGz => Out::gzip(hint),
+        _ => Out::plain(hint),
+    };
+    let counts = super::lines::write_jsonl(&mut out, bytes)?;
+    let data = out
+        .finish()
+        .map_err(|e| Failure::Encoding { record: None }.error(e))?;
+    debug_assert!(batch.items.is_empty(), "a batch of lines holds no items");
+    Ok(Encoded {
+        data,
+        rows: counts.rows,
+        ignored_truncates: counts.ignored_truncates,
+        ignored_schemas: counts.ignored_schemas,
+    })
+}
+
+/// A record in a table's scope that has a field named [`TABLE_FIELD`]
+/// would say two tables: an `encoding` error naming it.
+fn check_table_fields(batch: &Batch) -> Result<(), DeliveryError> {
+    let mut table: Option<&TableRef> = None;
+    for (i, item) in batch.items.iter().enumerate() {
+        match item {
+            Item::Table(t) => table = Some(t),
+            Item::Record(r) if table.is_some() && r.fields.contains_key(TABLE_FIELD) => {
+                let t = table.expect("checked");
+                return Err(Failure::Encoding { record: Some(i) }
+                    .error(format!("a record of table {t} has a field named {TABLE_FIELD}")));
+            }
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 /// A batch whose items carry table scopes, as a batch whose records each
@@ -82,6 +138,7 @@ fn with_tables(batch: &Batch) -> Result<Option<Batch>, DeliveryError> {
     Ok(Some(Batch {
         meta: batch.meta.clone(),
         items,
+        lines: None,
     }))
 }
 
@@ -129,15 +186,50 @@ fn encode_flat(format: ObjectFormat, batch: &Batch) -> Result<Encoded, DeliveryE
 /// record is not an insert (so consumers of append-only files can see
 /// updates and deletes); a transaction marker as its own line.
 fn write_jsonl(mut out: Out, batch: &Batch) -> io::Result<Vec<u8>> {
+    let mut table = None;
     for item in &batch.items {
         match item {
-            Item::Record(r) => serde_json::to_writer(&mut out, &FlatJson(r))?,
+            Item::Record(record) => {
+                let table = table.as_deref();
+                serde_json::to_writer(&mut out, &JsonLine { record, table })?
+            }
             Item::Marker { fields } => serde_json::to_writer(&mut out, fields)?,
-            Item::Table(_) | Item::Truncate | Item::Schema { .. } => continue,
+            Item::Table(t) => {
+                table = Some(t.to_string());
+                continue;
+            }
+            Item::Truncate | Item::Schema { .. } => continue,
         }
         out.write_all(b"\n")?;
     }
     out.finish()
+}
+
+/// A record as a JSON line: its fields, its table when the batch names
+/// tables, and `_abrq_op` when it is not an insert (the order a record
+/// with [`TABLE_FIELD`] inserted would serialize in).
+struct JsonLine<'a> {
+    record: &'a Record,
+    table: Option<&'a str>,
+}
+
+impl Serialize for JsonLine<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let r = self.record;
+        let op = (!r.op.is_insert()).then(|| r.op.as_str());
+        let extra = usize::from(op.is_some()) + usize::from(self.table.is_some());
+        let mut m = s.serialize_map(Some(r.fields.len() + extra))?;
+        for (k, v) in &r.fields {
+            m.serialize_entry(k, v)?;
+        }
+        if let Some(t) = self.table {
+            m.serialize_entry(TABLE_FIELD, t)?;
+        }
+        if let Some(op) = op {
+            m.serialize_entry(OP_FIELD, op)?;
+        }
+        m.end()
+    }
 }
 
 /// A changed row that also has its own `_abrq_op` field would carry two
@@ -163,16 +255,11 @@ pub struct FlatJson<'a>(pub &'a Record);
 
 impl Serialize for FlatJson<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let r = self.0;
-        let op = (!r.op.is_insert()).then(|| r.op.as_str());
-        let mut m = s.serialize_map(Some(r.fields.len() + usize::from(op.is_some())))?;
-        for (k, v) in &r.fields {
-            m.serialize_entry(k, v)?;
-        }
-        if let Some(op) = op {
-            m.serialize_entry(OP_FIELD, op)?;
-        }
-        m.end()
+        let line = JsonLine {
+            record: self.0,
+            table: None,
+        };
+        line.serialize(s)
     }
 }
 

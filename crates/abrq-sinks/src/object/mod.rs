@@ -6,6 +6,7 @@
 mod config;
 mod destination;
 pub mod encode;
+mod lines;
 pub mod manifest;
 pub mod naming;
 pub mod parquet;

@@ -40,6 +40,7 @@ fn batch(items: Vec<Item>) -> Batch {
             bytes: 0,
         },
         items,
+        lines: None,
     }
 }
 

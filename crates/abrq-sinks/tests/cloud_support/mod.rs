@@ -89,6 +89,7 @@ pub fn batch(seq: u64, kib: usize) -> abrq_core::Batch {
             bytes: (kib as u64) << 10,
         },
         items,
+        lines: None,
     }
 }
 

@@ -97,6 +97,7 @@ pub fn batch(seq: u64, rows: u64) -> Batch {
             bytes: 0,
         },
         items,
+        lines: None,
     }
 }
 

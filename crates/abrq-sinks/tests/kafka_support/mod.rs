@@ -103,6 +103,7 @@ pub fn batch(seq: u64, items: Vec<Item>) -> Batch {
             bytes: 0,
         },
         items,
+        lines: None,
     }
 }
 

@@ -122,6 +122,13 @@ pub fn read_rows(page: &mut Chunk) {
             }
         }
     }
+    let mut at_start = true;
+    for b in &mut page.kept {
+        if at_start && *b == b'I' {
+            *b = b'R';
+        }
+        at_start = *b == b'\n';
+    }
 }
 
 #[cfg(test)]

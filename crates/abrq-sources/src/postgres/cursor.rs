@@ -74,6 +74,9 @@ pub struct PgCursorSource {
     conn: Option<PgConnection>,
     position: Option<Position>,
     shape: Option<Shape>,
+    /// Stage pages as the server rendered them (see `Chunk::kept`); a
+    /// backfill parses them, to hold them against the stream.
+    keep_lines: bool,
 }
 
 impl PgCursorSource {
@@ -84,7 +87,14 @@ impl PgCursorSource {
             conn: None,
             position,
             shape: None,
+            keep_lines: true,
         })
+    }
+
+    /// Pages as parsed items, never kept lines.
+    pub fn parsed(mut self) -> Self {
+        self.keep_lines = false;
+        self
     }
 
     /// Reads through `conn` as it is: a snapshot copy opens a transaction
@@ -150,21 +160,40 @@ impl PgCursorSource {
             at_end,
             ..Chunk::default()
         };
+        // a `json` column keeps its own whitespace, newlines too, which a
+        // kept line cannot hold: such a page is parsed
+        let keep = self.keep_lines && !rows.iter().any(|(text, _)| text.contains('\n'));
         let mut last = None;
         for (i, (text, place)) in rows.iter().enumerate() {
-            let fields: Map<String, Value> = abrq_core::json::from_str(text)
-                .map_err(|e| SourceError::caused(Failure::Decode, "a row is not JSON", e))?;
-            last = Some(match place {
-                Some(place) => Position {
-                    cursor: place.clone(),
-                    key: Vec::new(),
-                },
-                None => self.position_of(&shape, &fields)?,
-            });
-            chunk.bytes += record_bytes(&fields);
-            chunk.records += 1;
-            chunk.items.push(Item::Record(Record::insert(fields)));
-            if chunk.bytes >= limits.max_bytes && i + 1 < rows.len() {
+            let full = match keep {
+                true => {
+                    chunk.kept.push(b'I');
+                    chunk.kept.extend_from_slice(text.as_bytes());
+                    chunk.kept.push(b'\n');
+                    chunk.bytes += text.len() as u64 + 2;
+                    chunk.records += 1;
+                    chunk.bytes >= limits.max_bytes
+                }
+                false => {
+                    let fields = parse_row(text)?;
+                    chunk.bytes += record_bytes(&fields);
+                    chunk.records += 1;
+                    chunk.items.push(Item::Record(Record::insert(fields)));
+                    chunk.bytes >= limits.max_bytes
+                }
+            };
+            let end = full || i + 1 == rows.len();
+            if end {
+                // the cursor is the last row's: only it is read for it
+                last = Some(match place {
+                    Some(place) => Position {
+                        cursor: place.clone(),
+                        key: Vec::new(),
+                    },
+                    None => self.position_of(&shape, &parse_row(text)?)?,
+                });
+            }
+            if full && i + 1 < rows.len() {
                 chunk.at_end = false;
                 break;
             }
@@ -248,6 +277,11 @@ impl PgCursorSource {
         self.shape = Some(shape);
         Ok(())
     }
+}
+
+fn parse_row(text: &str) -> Result<Map<String, Value>, SourceError> {
+    abrq_core::json::from_str(text)
+        .map_err(|e| SourceError::caused(Failure::Decode, "a row is not JSON", e))
 }
 
 /// The page queries and the schema instruction for `columns`.

@@ -32,6 +32,7 @@ async fn decode(spooled: Spooled) -> StoreResult<Batch> {
         Ok(Batch {
             meta: spooled.meta,
             items,
+            lines: None,
         })
     })
     .await
@@ -50,7 +51,7 @@ async fn decode_dead_letter(
             records: row.records,
             bytes: row.bytes,
         };
-        Ok((row, Batch { meta, items }))
+        Ok((row, Batch::new(meta, items)))
     })
     .await
 }
@@ -76,6 +77,15 @@ impl SpoolRead for PostgresStore {
             Some(spooled) => decode(spooled).await.map(Some),
             None => Ok(None),
         }
+    }
+
+    async fn next_lines(&self, stream: &str, after: u64) -> StoreResult<Option<Batch>> {
+        let found = self
+            .run("next_batch", async |c| {
+                spool::next_batch(c, stream, after).await
+            })
+            .await?;
+        Ok(found.map(|b| Batch::lines(b.meta, b.payload)))
     }
 
     async fn spool_stats(&self, stream: &str) -> StoreResult<SpoolStats> {
@@ -272,9 +282,9 @@ impl DeadLettersWrite for PostgresStore {
         error: &str,
         attempts: u32,
     ) -> StoreResult<i64> {
-        let (seq, items) = (batch.meta.seq, batch.items.clone());
+        let (seq, copy) = (batch.meta.seq, batch.clone());
         let bytes = blocking("encoding a dead letter", move || {
-            payload::encode(&items).map_err(|e| {
+            payload::of_batch(&copy).map_err(|e| {
                 StoreError::Backend(
                     anyhow::Error::new(e).context(format!("encoding the dead letter of seq {seq}")),
                 )

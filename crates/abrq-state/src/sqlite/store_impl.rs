@@ -20,6 +20,7 @@ fn decode(spooled: Spooled) -> StoreResult<Batch> {
     Ok(Batch {
         meta: spooled.meta,
         items,
+        lines: None,
     })
 }
 
@@ -35,7 +36,7 @@ fn decode_dead_letter(
         records: row.records,
         bytes: row.bytes,
     };
-    Ok((row, Batch { meta, items }))
+    Ok((row, Batch::new(meta, items)))
 }
 
 #[async_trait]
@@ -57,6 +58,15 @@ impl SpoolRead for SqliteStore {
             db.read(|tx| spool::next_batch(tx, &s, after))?
                 .map(decode)
                 .transpose()
+        })
+        .await
+    }
+
+    async fn next_lines(&self, stream: &str, after: u64) -> StoreResult<Option<Batch>> {
+        let s = stream.to_owned();
+        self.run("next_batch", move |db| {
+            let found = db.read(|tx| spool::next_batch(tx, &s, after))?;
+            Ok(found.map(|b| Batch::lines(b.meta, b.payload)))
         })
         .await
     }
@@ -279,9 +289,9 @@ impl DeadLettersWrite for SqliteStore {
         attempts: u32,
     ) -> StoreResult<i64> {
         let (d, e) = (destination.to_owned(), error.to_owned());
-        let (meta, items) = (batch.meta.clone(), batch.items.clone());
+        let (meta, batch) = (batch.meta.clone(), batch.clone());
         self.run("dead_letter", move |db| {
-            let bytes = payload::encode(&items).map_err(|e| {
+            let bytes = payload::of_batch(&batch).map_err(|e| {
                 StoreError::Backend(
                     anyhow::Error::new(e)
                         .context(format!("encoding the dead letter of seq {}", meta.seq)),

@@ -17,6 +17,10 @@ pub trait SpoolRead: Send + Sync + 'static {
     /// The lowest spooled batch with seq > `after`.
     async fn next_batch(&self, stream: &str, after: u64) -> StoreResult<Option<Batch>>;
 
+    /// The same batch as [`SpoolRead::next_batch`], as its lines
+    /// (`Batch::lines`), not decoded.
+    async fn next_lines(&self, stream: &str, after: u64) -> StoreResult<Option<Batch>>;
+
     async fn spool_stats(&self, stream: &str) -> StoreResult<SpoolStats>;
 
     /// The spooled batches with seq > `after`: a destination's backlog.

@@ -178,7 +178,8 @@ impl PgCdc {
         tracing::info!(%table, key = ?key, resume = after.is_some(), "snapshot copy starts");
         match conn {
             Some(conn) => PgCursorSource::with_connection(settings, after, conn),
-            None => PgCursorSource::new(settings, after),
+            // a backfill holds its rows against the stream's changes
+            None => PgCursorSource::new(settings, after).map(PgCursorSource::parsed),
         }
     }
 }

@@ -1,0 +1,177 @@
+//! JSON lines written straight from a spooled batch's lines
+//! (`Batch::lines`): each record's object is checked (JSON of any depth,
+//! its top-level names read) and copied as the source gave it, with its
+//! table and operation added before its closing brace. Nothing is decoded
+//! into maps. The lines say what `encode::write_jsonl` says from items; only
+//! a source's own spacing inside an object stays.
+
+use std::io::{self, Write};
+
+use abrq_core::lines::{self, Line};
+use abrq_core::DeliveryError;
+
+use super::encode::{OP_FIELD, TABLE_FIELD};
+use crate::failure::Failure;
+
+/// The top-level names a record must not have when they are added.
+const ADDED: &[&str] = &[TABLE_FIELD, OP_FIELD];
+
+/// What a batch's lines held besides the rows written.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(super) struct Counts {
+    pub rows: u64,
+    pub ignored_truncates: u64,
+    pub ignored_schemas: u64,
+}
+
+/// Whether `bytes` can be written line by line: the first format's lines
+/// (an item's serde form) are decoded instead.
+pub(super) fn writable(bytes: &[u8]) -> bool {
+    lines::lines(bytes).all(|(_, l)| !matches!(l, Ok(Line::Item(_))))
+}
+
+/// Writes the batch's records and markers to `out`, one JSON line each;
+/// a line that cannot be read or a record that already names an added
+/// field is an `encoding` failure naming its item.
+pub(super) fn write_jsonl(out: &mut impl Write, bytes: &[u8]) -> Result<Counts, DeliveryError> {
+    let mut counts = Counts::default();
+    // the current table's name as a JSON string, ready to write
+    let mut table: Option<(String, String)> = None;
+    for (index, (number, line)) in lines::lines(bytes).enumerate() {
+        let refuse =
+            |e: String| Failure::Encoding { record: Some(index) }.error(format!("line {number}: {e}"));
+        let json = |e: serde_json::Error| refuse(e.to_string());
+        let written = match line.map_err(|e| refuse(e.to_string()))? {
+            Line::Record { op, object } => {
+                let names = lines::names(object, ADDED).map_err(json)?;
+                if let Some((name, _)) = table.as_ref().filter(|_| names.has(0)) {
+                    return Err(refuse(format!(
+                        "a record of table {name} has a field named {TABLE_FIELD}"
+                    )));
+                }
+                if !op.is_insert() && names.has(1) {
+                    return Err(refuse(format!(
+                        "a {} record has a field named {OP_FIELD}",
+                        op.as_str()
+                    )));
+                }
+                let op = (!op.is_insert()).then(|| op.as_str());
+                let table = table.as_ref().map(|(_, quoted)| quoted.as_str());
+                counts.rows += 1;
+                record(out, object.trim_ascii(), names.len > 0, table, op)
+            }
+            Line::Marker(object) => {
+                lines::names(object, &[]).map_err(json)?;
+                counts.rows += 1;
+                out.write_all(object.trim_ascii())
+            }
+            Line::Table(j) => {
+                let name = lines::table(j).map_err(json)?.to_string();
+                let quoted = serde_json::to_string(&name).expect("a string serializes");
+                table = Some((name, quoted));
+                continue;
+            }
+            Line::Schema(j) => {
+                lines::names(j, &[]).map_err(json)?;
+                counts.ignored_schemas += 1;
+                continue;
+            }
+            Line::Truncate => {
+                counts.ignored_truncates += 1;
+                continue;
+            }
+            Line::Item(_) => return Err(refuse("an item of the first format".into())),
+        };
+        written
+            .and_then(|()| out.write_all(b"\n"))
+            .map_err(|e| Failure::Encoding { record: None }.error(e))?;
+    }
+    Ok(counts)
+}
+
+/// One record: the object as it is, or with `"_abrq_table"` and
+/// `"_abrq_op"` added before its closing brace.
+fn record(
+    out: &mut impl Write,
+    object: &[u8],
+    has_fields: bool,
+    table: Option<&str>,
+    op: Option<&str>,
+) -> io::Result<()> {
+    if table.is_none() && op.is_none() {
+        return out.write_all(object);
+    }
+    // a checked object ends in its closing brace
+    out.write_all(&object[..object.len() - 1])?;
+    let mut comma = has_fields;
+    for (name, value, quote) in [(TABLE_FIELD, table, ""), (OP_FIELD, op, "\"")] {
+        let Some(value) = value else { continue };
+        if comma {
+            out.write_all(b",")?;
+        }
+        write!(out, "\"{name}\":{quote}{value}{quote}")?;
+        comma = true;
+    }
+    out.write_all(b"}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn jsonl(bytes: &[u8]) -> Result<(String, Counts), DeliveryError> {
+        let mut out = Vec::new();
+        let counts = write_jsonl(&mut out, bytes)?;
+        Ok((String::from_utf8(out).unwrap(), counts))
+    }
+
+    #[test]
+    fn records_are_copied_with_their_table_and_op() {
+        let text = concat!(
+            "I{\"id\": 1}\n",
+            "N{\"schema\":\"s\",\"name\":\"t\\\"q\"}\n",
+            "S{\"id\":{\"type\":\"int\"}}\n",
+            "R{\"id\":2}\n",
+            "U{ }\n",
+            "T\n",
+            "M{\"_abrq_marker\":\"commit\"}\n",
+            "D{\"id\":3, \"n\":[{\"_abrq_op\":1}]}  \n",
+        );
+        let (out, counts) = jsonl(text.as_bytes()).unwrap();
+        assert_eq!(
+            out,
+            concat!(
+                "{\"id\": 1}\n",
+                "{\"id\":2,\"_abrq_table\":\"s.t\\\"q\"}\n",
+                "{ \"_abrq_table\":\"s.t\\\"q\",\"_abrq_op\":\"update\"}\n",
+                "{\"_abrq_marker\":\"commit\"}\n",
+                "{\"id\":3, \"n\":[{\"_abrq_op\":1}],\"_abrq_table\":\"s.t\\\"q\",\"_abrq_op\":\"delete\"}\n",
+            )
+        );
+        for line in out.lines() {
+            serde_json::from_str::<serde_json::Value>(line).unwrap();
+        }
+        let expected = Counts {
+            rows: 5,
+            ignored_truncates: 1,
+            ignored_schemas: 1,
+        };
+        assert_eq!(counts, expected);
+    }
+
+    #[test]
+    fn a_record_naming_an_added_field_or_bad_json_is_refused_by_item() {
+        let cases: [(&[u8], usize, &str); 4] = [
+            (b"N{\"name\":\"t\"}\nI{\"_abrq_table\":1}\n", 1, "_abrq_table"),
+            (b"I{\"_abrq_op\":1}\nU{\"_abrq_op\":1}\n", 1, "update record"),
+            (b"I{}\n\nI{\"a\":}\n", 1, "line 3"),
+            (b"I{}\nX{}\n", 1, "unknown item tag"),
+        ];
+        for (text, index, says) in cases {
+            let e = jsonl(text).unwrap_err();
+            let said = e.describe();
+            assert_eq!(e.record_index, Some(index), "{said}");
+            assert!(said.contains(says), "{said}");
+        }
+    }
+}
