@@ -18,7 +18,10 @@ use crate::record::{Item, Op, Record, TableRef};
 /// One line of a payload, its tag read.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Line<'a> {
-    Record { op: Op, object: &'a [u8] },
+    Record {
+        op: Op,
+        object: &'a [u8],
+    },
     Table(&'a [u8]),
     Schema(&'a [u8]),
     Truncate,
@@ -216,8 +219,14 @@ mod tests {
         let got: Vec<_> = lines(text).collect();
         assert_eq!(got.len(), 7);
         assert!(matches!(got[0], (1, Ok(Line::Table(_)))));
-        assert!(matches!(got[2], (4, Ok(Line::Record { op: Op::Insert, .. }))));
-        assert!(matches!(got[3], (6, Ok(Line::Record { op: Op::Delete, .. }))));
+        assert!(matches!(
+            got[2],
+            (4, Ok(Line::Record { op: Op::Insert, .. }))
+        ));
+        assert!(matches!(
+            got[3],
+            (6, Ok(Line::Record { op: Op::Delete, .. }))
+        ));
         assert!(matches!(got[4], (7, Ok(Line::Truncate))));
         assert!(matches!(got[6], (9, Err(LineError::Tag { tag: 'X', .. }))));
     }
@@ -230,7 +239,12 @@ mod tests {
         assert_eq!(n.len, 0);
         let n = names(br#"{"_abrq_\u006fp": [1, 2]}"#, WANTED).unwrap();
         assert!(n.has(1));
-        for bad in [&b"[1]"[..], b"{\"a\":}", b"{\"a\":1} x", b"{\"a\":\"\xff\"}"] {
+        for bad in [
+            &b"[1]"[..],
+            b"{\"a\":}",
+            b"{\"a\":1} x",
+            b"{\"a\":\"\xff\"}",
+        ] {
             assert!(names(bad, WANTED).is_err(), "{bad:?}");
         }
     }

@@ -92,7 +92,6 @@ pub fn record_lines(bytes: &[u8]) -> u64 {
     n
 }
 
-
 fn write_item<W: io::Write>(mut w: W, item: &Item) -> Result<(), serde_json::Error> {
     let io_err = serde_json::Error::io;
     match item {

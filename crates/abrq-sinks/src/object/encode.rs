@@ -71,7 +71,11 @@ pub fn reads_lines(format: ObjectFormat) -> bool {
     matches!(format, ObjectFormat::Jsonl | ObjectFormat::JsonlGz)
 }
 
-fn encode_lines(format: ObjectFormat, batch: &Batch, bytes: &[u8]) -> Result<Encoded, DeliveryError> {
+fn encode_lines(
+    format: ObjectFormat,
+    batch: &Batch,
+    bytes: &[u8],
+) -> Result<Encoded, DeliveryError> {
     let hint = bytes.len() + bytes.len() / 8;
     let mut out = match format {
         ObjectFormat::JsonlGz => Out::gzip(hint),
@@ -99,8 +103,9 @@ fn check_table_fields(batch: &Batch) -> Result<(), DeliveryError> {
             Item::Table(t) => table = Some(t),
             Item::Record(r) if table.is_some() && r.fields.contains_key(TABLE_FIELD) => {
                 let t = table.expect("checked");
-                return Err(Failure::Encoding { record: Some(i) }
-                    .error(format!("a record of table {t} has a field named {TABLE_FIELD}")));
+                return Err(Failure::Encoding { record: Some(i) }.error(format!(
+                    "a record of table {t} has a field named {TABLE_FIELD}"
+                )));
             }
             _ => {}
         }

@@ -38,8 +38,12 @@ pub(super) fn write_jsonl(out: &mut impl Write, bytes: &[u8]) -> Result<Counts, 
     // the current table's name as a JSON string, ready to write
     let mut table: Option<(String, String)> = None;
     for (index, (number, line)) in lines::lines(bytes).enumerate() {
-        let refuse =
-            |e: String| Failure::Encoding { record: Some(index) }.error(format!("line {number}: {e}"));
+        let refuse = |e: String| {
+            Failure::Encoding {
+                record: Some(index),
+            }
+            .error(format!("line {number}: {e}"))
+        };
         let json = |e: serde_json::Error| refuse(e.to_string());
         let written = match line.map_err(|e| refuse(e.to_string()))? {
             Line::Record { op, object } => {
@@ -162,8 +166,16 @@ mod tests {
     #[test]
     fn a_record_naming_an_added_field_or_bad_json_is_refused_by_item() {
         let cases: [(&[u8], usize, &str); 4] = [
-            (b"N{\"name\":\"t\"}\nI{\"_abrq_table\":1}\n", 1, "_abrq_table"),
-            (b"I{\"_abrq_op\":1}\nU{\"_abrq_op\":1}\n", 1, "update record"),
+            (
+                b"N{\"name\":\"t\"}\nI{\"_abrq_table\":1}\n",
+                1,
+                "_abrq_table",
+            ),
+            (
+                b"I{\"_abrq_op\":1}\nU{\"_abrq_op\":1}\n",
+                1,
+                "update record",
+            ),
             (b"I{}\n\nI{\"a\":}\n", 1, "line 3"),
             (b"I{}\nX{}\n", 1, "unknown item tag"),
         ];
