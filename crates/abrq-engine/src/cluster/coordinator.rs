@@ -5,11 +5,17 @@
 //! first) so a process that joined finds free ones; one below it claims
 //! free or expired leases. Each process starts its scan at its own offset,
 //! so processes joining at once do not all race for the same leases.
+//!
+//! Two rules keep leases from moving back and forth at start: a process
+//! announces itself and waits a short join window before its first claim
+//! (so processes started together see each other and claim their shares,
+//! not all of it), and a lease it handed back to balance is not claimed by
+//! it again for two heartbeats (the others get the first chance).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use abrq_state::{Fence, LeaseStore, StoreResult};
 use tokio::task::JoinSet;
@@ -33,11 +39,13 @@ pub(crate) async fn run(
         renewed_at: Instant::now(),
         stopping: JoinSet::new(),
         stopping_names: BTreeSet::new(),
+        handed_back: HashMap::new(),
         events,
         cluster,
     };
     let every = c.cluster.membership.heartbeat;
-    loop {
+    c.announce(&cancel).await;
+    while !cancel.is_cancelled() {
         // A tick stuck on the database must not pass silently: after a
         // lease timeout it counts as failed (and is tried again).
         let limit = c.cluster.membership.lease_timeout;
@@ -86,10 +94,38 @@ struct Coordinator {
     /// Their resources: not claimed again until stopped here (the tasks
     /// of two tenures of one drain must never run at once).
     stopping_names: BTreeSet<String>,
+    /// Leases handed back to balance, and when: not claimed again here
+    /// until [`Coordinator::cooldown`] has passed.
+    handed_back: HashMap<String, Instant>,
     events: Events,
 }
 
+/// The longest a process waits after announcing itself before it claims.
+const JOIN_WINDOW: Duration = Duration::from_secs(1);
+
 impl Coordinator {
+    /// The first heartbeat only announces this process; claims wait half a
+    /// heartbeat (at most [`JOIN_WINDOW`]) for the processes started with
+    /// it. A failure here is left to the loop's first tick to report.
+    async fn announce(&mut self, cancel: &CancellationToken) {
+        let m = &self.cluster.membership;
+        let announced = m
+            .leases
+            .heartbeat(&m.node, &m.host, m.pid, m.lease_timeout)
+            .await;
+        if announced.is_ok() {
+            tokio::select! {
+                _ = cancel.cancelled() => {}
+                _ = tokio::time::sleep((m.heartbeat / 2).min(JOIN_WINDOW)) => {}
+            }
+        }
+    }
+
+    /// How long a lease handed back to balance is left to the others.
+    fn cooldown(&self) -> Duration {
+        self.cluster.membership.heartbeat * 2
+    }
+
     async fn tick(&mut self) -> StoreResult<()> {
         let cluster = self.cluster.clone();
         let m = &cluster.membership;
@@ -136,10 +172,13 @@ impl Coordinator {
             let extra: Vec<String> = self.held.keys().rev().take(give_back).cloned().collect();
             for r in extra {
                 if let Some(h) = self.held.remove(&r) {
+                    self.handed_back.insert(r, Instant::now());
                     self.stop(&leases, h, true);
                 }
             }
         } else if self.held.len() < share {
+            let cooldown = self.cooldown();
+            self.handed_back.retain(|_, at| at.elapsed() < cooldown);
             let taken = |name: &str| rows.iter().any(|l| l.resource == name && l.live);
             let offset = self.offset();
             let n = self.resources.len();
@@ -151,6 +190,7 @@ impl Coordinator {
                 let name = r.name();
                 if self.held.contains_key(&name)
                     || self.stopping_names.contains(&name)
+                    || self.handed_back.contains_key(&name)
                     || taken(&name)
                 {
                     continue;

@@ -50,8 +50,11 @@ pub fn encode(format: ObjectFormat, batch: &Batch) -> Result<Encoded, DeliveryEr
         if reads_lines(format) && super::lines::writable(bytes) {
             return encode_lines(format, batch, bytes);
         }
-        let items = abrq_core::lines::decode(bytes)
-            .map_err(|e| Failure::Encoding { record: None }.error(e))?;
+        let items = abrq_core::lines::decode(bytes).map_err(|e| {
+            let seq = batch.meta.seq;
+            Failure::Encoding { record: None }
+                .error(format!("spool payload of seq {seq} cannot be decoded: {e}"))
+        })?;
         return encode(format, &Batch::new(batch.meta.clone(), items));
     }
     if reads_lines(format) {
@@ -81,7 +84,7 @@ fn encode_lines(
         ObjectFormat::JsonlGz => Out::gzip(hint),
         _ => Out::plain(hint),
     };
-    let counts = super::lines::write_jsonl(&mut out, bytes)?;
+    let counts = super::lines::write_jsonl(&mut out, batch.meta.seq, bytes)?;
     let data = out
         .finish()
         .map_err(|e| Failure::Encoding { record: None }.error(e))?;

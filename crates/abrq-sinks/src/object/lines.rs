@@ -31,21 +31,32 @@ pub(super) fn writable(bytes: &[u8]) -> bool {
 }
 
 /// Writes the batch's records and markers to `out`, one JSON line each;
-/// a line that cannot be read or a record that already names an added
-/// field is an `encoding` failure naming its item.
-pub(super) fn write_jsonl(out: &mut impl Write, bytes: &[u8]) -> Result<Counts, DeliveryError> {
+/// a line that cannot be read (worded as the spool words a payload it
+/// cannot decode, naming batch `seq`) or a record that already names an
+/// added field is an `encoding` failure naming its item.
+pub(super) fn write_jsonl(
+    out: &mut impl Write,
+    seq: u64,
+    bytes: &[u8],
+) -> Result<Counts, DeliveryError> {
     let mut counts = Counts::default();
     // the current table's name as a JSON string, ready to write
     let mut table: Option<(String, String)> = None;
     for (index, (number, line)) in lines::lines(bytes).enumerate() {
-        let refuse = |e: String| {
+        let fail = |said: String| {
             Failure::Encoding {
                 record: Some(index),
             }
-            .error(format!("line {number}: {e}"))
+            .error(said)
         };
-        let json = |e: serde_json::Error| refuse(e.to_string());
-        let written = match line.map_err(|e| refuse(e.to_string()))? {
+        let refuse = |e: String| fail(format!("line {number}: {e}"));
+        let unreadable = |e: &dyn std::fmt::Display| {
+            fail(format!(
+                "spool payload of seq {seq} cannot be decoded: line {number}: {e}"
+            ))
+        };
+        let json = |e: serde_json::Error| unreadable(&e);
+        let written = match line.map_err(|e| unreadable(&e))? {
             Line::Record { op, object } => {
                 let names = lines::names(object, ADDED).map_err(json)?;
                 if let Some((name, _)) = table.as_ref().filter(|_| names.has(0)) {
@@ -125,7 +136,7 @@ mod tests {
 
     fn jsonl(bytes: &[u8]) -> Result<(String, Counts), DeliveryError> {
         let mut out = Vec::new();
-        let counts = write_jsonl(&mut out, bytes)?;
+        let counts = write_jsonl(&mut out, 7, bytes)?;
         Ok((String::from_utf8(out).unwrap(), counts))
     }
 
@@ -176,7 +187,7 @@ mod tests {
                 1,
                 "update record",
             ),
-            (b"I{}\n\nI{\"a\":}\n", 1, "line 3"),
+            (b"I{}\n\nI{\"a\":}\n", 1, "seq 7 cannot be decoded: line 3"),
             (b"I{}\nX{}\n", 1, "unknown item tag"),
         ];
         for (text, index, says) in cases {

@@ -58,6 +58,21 @@ pub trait Statements: Sync {
     /// was there already.
     async fn record(&self, conn: &mut Conn<Self>, meta: &BatchMeta) -> Result<bool, DbError>;
 
+    /// Adds the ledger rows of a group's batches (one ledger key for all),
+    /// saying for each whether it is new; a dialect may do it in one
+    /// statement.
+    async fn record_all(
+        &self,
+        conn: &mut Conn<Self>,
+        metas: &[&BatchMeta],
+    ) -> Result<Vec<bool>, DbError> {
+        let mut fresh = Vec::with_capacity(metas.len());
+        for meta in metas {
+            fresh.push(self.record(conn, meta).await?);
+        }
+        Ok(fresh)
+    }
+
     /// Runs first when the plan creates the table.
     fn before_create(&self) -> Option<Stmt> {
         None
@@ -113,6 +128,24 @@ pub trait Statements: Sync {
         rows: &[Row<'_>],
         upsert: bool,
     ) -> Result<(), sqlx::Error>;
+
+    /// Appends runs of rows (from consecutive batches of a group, one
+    /// shape) into `columns` of `t`; a dialect may send them as one
+    /// statement.
+    async fn append_runs(
+        &self,
+        conn: &mut Conn<Self>,
+        t: &TableInfo,
+        columns: &[usize],
+        runs: &[&[Row<'_>]],
+    ) -> Result<(), sqlx::Error> {
+        for run in runs {
+            for chunk in self.chunks(run, columns.len(), false) {
+                self.write(conn, t, columns, chunk, false).await?;
+            }
+        }
+        Ok(())
+    }
 
     /// Deletes `rows` by the key of `t`.
     async fn delete(
@@ -285,7 +318,10 @@ pub async fn apply<S: Statements>(
 
 /// Runs several batches in one transaction, in order, each under its own
 /// ledger row: a batch whose row is there already is skipped. Only for a
-/// dialect whose DDL is transactional.
+/// dialect whose DDL is transactional. Behind a slow link the round trips
+/// are the cost, so the ledger rows go in together and appends that follow
+/// one another into one table and columns go in together (`Appends`):
+/// a group of plain appends is begin, ledger, one copy, commit.
 pub async fn apply_group<S: Statements>(
     batches: &[(&BatchMeta, Vec<(S, &Plan<'_>)>)],
 ) -> Result<Vec<Applied>, RunError> {
@@ -301,27 +337,120 @@ pub async fn apply_group<S: Statements>(
         .begin()
         .await
         .map_err(|e| s.db_error("begin a transaction".into(), e))?;
+    let metas: Vec<&BatchMeta> = batches
+        .iter()
+        .filter(|(_, parts)| !parts.is_empty())
+        .map(|(meta, _)| *meta)
+        .collect();
+    let mut fresh = s.record_all(&mut tx, &metas).await?.into_iter();
     let mut applied = Vec::with_capacity(batches.len());
-    for (meta, parts) in batches {
-        let Some((first, _)) = parts.first() else {
+    let mut appends: Option<Appends<'_, '_, S>> = None;
+    for (_, parts) in batches {
+        if parts.is_empty() {
             applied.push(Applied::Committed);
             continue;
-        };
-        if !first.record(&mut tx, meta).await? {
+        }
+        if !fresh.next().unwrap_or(false) {
             applied.push(Applied::AlreadyApplied);
             continue;
         }
         for (s, plan) in parts {
-            run_ddl(s, &mut tx, plan).await?;
-            run_steps(s, &mut tx, plan, Run::Commit).await?;
+            if !ddl(s, plan).is_empty() {
+                // the appends before it see the table as it was
+                if let Some(open) = appends.take() {
+                    open.run(&mut tx).await?;
+                }
+                run_ddl(s, &mut tx, plan).await?;
+            }
+            for step in &plan.steps {
+                if appends.as_mut().is_some_and(|a| a.takes(s, plan, step)) {
+                    continue;
+                }
+                if let Some(open) = appends.take() {
+                    open.run(&mut tx).await?;
+                }
+                appends = Appends::open(s, plan, step);
+                if appends.is_none() {
+                    run_step(s, &mut tx, plan, step, Run::Commit).await?;
+                }
+            }
         }
         applied.push(Applied::Committed);
+    }
+    if let Some(open) = appends.take() {
+        open.run(&mut tx).await?;
     }
     tx.commit()
         .await
         .map_err(|e| s.db_error(format!("commit {} batches", batches.len()), e))?;
     conn.finished();
     Ok(applied)
+}
+
+/// Appended rows of one table and column list, from consecutive steps of
+/// a group's batches, waiting to be sent together.
+struct Appends<'g, 'a, S> {
+    s: &'g S,
+    plan: &'g Plan<'a>,
+    columns: &'g [usize],
+    runs: Vec<&'g [Row<'a>]>,
+}
+
+impl<'g, 'a, S: Statements> Appends<'g, 'a, S> {
+    /// An append worth holding: rows into named columns.
+    fn open(s: &'g S, plan: &'g Plan<'a>, step: &'g Step<'a>) -> Option<Self> {
+        match step {
+            Step::Write {
+                upsert: false,
+                columns,
+                rows,
+            } if !columns.is_empty() && !rows.is_empty() => Some(Appends {
+                s,
+                plan,
+                columns,
+                runs: vec![rows],
+            }),
+            _ => None,
+        }
+    }
+
+    /// Takes `step` when it appends into the same table and columns.
+    fn takes(&mut self, s: &S, plan: &'g Plan<'a>, step: &'g Step<'a>) -> bool {
+        let Step::Write {
+            upsert: false,
+            columns,
+            rows,
+        } = step
+        else {
+            return false;
+        };
+        let names = |p: &Plan<'_>, cols: &[usize]| -> Vec<String> {
+            cols.iter()
+                .map(|&c| p.table.columns[c].name.clone())
+                .collect()
+        };
+        if s.table() != self.s.table()
+            || columns.len() != self.columns.len()
+            || names(plan, columns) != names(self.plan, self.columns)
+        {
+            return false;
+        }
+        if !rows.is_empty() {
+            self.runs.push(rows);
+        }
+        true
+    }
+
+    async fn run(self, tx: &mut Conn<S>) -> Result<(), RunError> {
+        let (s, table) = (self.s, self.s.table());
+        let n: usize = self.runs.iter().map(|r| r.len()).sum();
+        s.append_runs(tx, &self.plan.table, self.columns, &self.runs)
+            .await
+            .map_err(|e| RunError {
+                item: None,
+                error: s.db_error(format!("insert {n} rows into {table}"), e),
+            })
+    }
 }
 
 /// The connection a batch's transaction runs on, closed instead of going
@@ -376,48 +505,60 @@ async fn run_steps<S: Statements>(
     plan: &Plan<'_>,
     run: Run,
 ) -> Result<(), RunError> {
+    for step in &plan.steps {
+        run_step(s, tx, plan, step, run).await?;
+    }
+    Ok(())
+}
+
+/// One truncate, write or delete of a table's plan.
+async fn run_step<S: Statements>(
+    s: &S,
+    tx: &mut Conn<S>,
+    plan: &Plan<'_>,
+    step: &Step<'_>,
+    run: Run,
+) -> Result<(), RunError> {
     let table = s.table();
     let one = run == Run::FindRow;
     let blame = |rows: &[Row], op: String, e: sqlx::Error| RunError {
         item: (rows.len() == 1).then(|| rows[0].item),
         error: s.db_error(op, e),
     };
-    for step in &plan.steps {
-        match step {
-            Step::Truncate => {
-                let Stmt { op, sql } = s.truncate();
-                s.execute(tx, &sql).await.map_err(|e| s.db_error(op, e))?;
-            }
-            Step::Write {
-                upsert,
-                columns,
-                rows,
-            } => {
-                let verb = if *upsert { "upsert" } else { "insert" };
-                for chunk in s.chunks(rows, columns.len(), one) {
-                    s.write(tx, &plan.table, columns, chunk, *upsert)
-                        .await
-                        .map_err(|e| {
-                            let op = format!("{verb} {} rows into {table}", chunk.len());
-                            blame(chunk, op, e)
-                        })?;
-                }
-            }
-            Step::DeleteOne { columns, row } => {
-                s.delete_one(tx, &plan.table, columns, row)
+    match step {
+        Step::Truncate => {
+            let Stmt { op, sql } = s.truncate();
+            s.execute(tx, &sql).await.map_err(|e| s.db_error(op, e))?;
+        }
+        Step::Write {
+            upsert,
+            columns,
+            rows,
+        } => {
+            let verb = if *upsert { "upsert" } else { "insert" };
+            for chunk in s.chunks(rows, columns.len(), one) {
+                s.write(tx, &plan.table, columns, chunk, *upsert)
                     .await
                     .map_err(|e| {
-                        let op = format!("delete a row equal to the old row from {table}");
-                        blame(std::slice::from_ref(row), op, e)
-                    })?;
-            }
-            Step::Delete { rows } => {
-                for chunk in s.chunks(rows, plan.table.key.len(), one) {
-                    s.delete(tx, &plan.table, chunk).await.map_err(|e| {
-                        let op = format!("delete {} rows from {table}", chunk.len());
+                        let op = format!("{verb} {} rows into {table}", chunk.len());
                         blame(chunk, op, e)
                     })?;
-                }
+            }
+        }
+        Step::DeleteOne { columns, row } => {
+            s.delete_one(tx, &plan.table, columns, row)
+                .await
+                .map_err(|e| {
+                    let op = format!("delete a row equal to the old row from {table}");
+                    blame(std::slice::from_ref(row), op, e)
+                })?;
+        }
+        Step::Delete { rows } => {
+            for chunk in s.chunks(rows, plan.table.key.len(), one) {
+                s.delete(tx, &plan.table, chunk).await.map_err(|e| {
+                    let op = format!("delete {} rows from {table}", chunk.len());
+                    blame(chunk, op, e)
+                })?;
             }
         }
     }

@@ -16,13 +16,14 @@ use crate::relational::types::Cell;
 /// Bytes handed to the server per message.
 const SEND_BYTES: usize = 1 << 20;
 
-/// Copies `rows` (their cells at `columns`' positions) into `table`.
+/// Copies runs of rows (their cells at `columns`' positions) into `table`,
+/// in order, as one `COPY`.
 pub async fn copy_rows(
     conn: &mut PgConnection,
     table: &str,
     t: &TableInfo,
     columns: &[usize],
-    rows: &[Row<'_>],
+    runs: &[&[Row<'_>]],
 ) -> Result<(), sqlx::Error> {
     let names: Vec<String> = columns
         .iter()
@@ -31,7 +32,7 @@ pub async fn copy_rows(
     let sql = format!("COPY {table} ({}) FROM STDIN", names.join(", "));
     let mut copy = conn.copy_in_raw(&sql).await?;
     let mut buf = Vec::with_capacity(SEND_BYTES + (64 << 10));
-    for row in rows {
+    for row in runs.iter().flat_map(|run| run.iter()) {
         for (i, cell) in row.cells.iter().take(columns.len()).enumerate() {
             if i > 0 {
                 buf.push(b'\t');

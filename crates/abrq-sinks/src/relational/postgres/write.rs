@@ -74,6 +74,36 @@ impl Statements for Ctx<'_> {
         Ok(done.rows_affected() > 0)
     }
 
+    /// One statement for the group: the keys it returns are the new rows.
+    async fn record_all(
+        &self,
+        conn: &mut PgConnection,
+        metas: &[&BatchMeta],
+    ) -> Result<Vec<bool>, DbError> {
+        let ledger = self.ledger;
+        let sql = format!(
+            "INSERT INTO {ledger} (stream, idempotency_key, destination_table) \
+             SELECT s, k, $3 FROM unnest($1::text[], $2::text[]) AS b(s, k) \
+             ON CONFLICT DO NOTHING RETURNING stream, idempotency_key"
+        );
+        let streams: Vec<&str> = metas.iter().map(|m| m.stream.as_str()).collect();
+        let keys: Vec<&str> = metas.iter().map(|m| m.idempotency_key.as_str()).collect();
+        let new: Vec<(String, String)> = sqlx::query_as(&sql)
+            .bind(&streams)
+            .bind(&keys)
+            .bind(self.ledger_key)
+            .fetch_all(conn)
+            .await
+            .map_err(|e| db_error(format!("record {} batches in {ledger}", metas.len()), e))?;
+        let new: std::collections::HashSet<(&str, &str)> =
+            new.iter().map(|(s, k)| (s.as_str(), k.as_str())).collect();
+        Ok(streams
+            .iter()
+            .zip(&keys)
+            .map(|(s, k)| new.contains(&(*s, *k)))
+            .collect())
+    }
+
     /// Takes turns with every other session creating the table (see
     /// `creation_lock`).
     fn before_create(&self) -> Option<Stmt> {
@@ -175,7 +205,7 @@ impl Statements for Ctx<'_> {
             return Ok(());
         }
         if !upsert && rows.len() > 1 {
-            return super::copy::copy_rows(conn, table, t, columns, rows).await;
+            return super::copy::copy_rows(conn, table, t, columns, &[rows]).await;
         }
         let names: Vec<String> = columns
             .iter()
@@ -208,6 +238,17 @@ impl Statements for Ctx<'_> {
             }
         }
         execute_with_arrays(conn, &sql, t, columns, rows).await
+    }
+
+    /// One `COPY` for every run (a group's appends: two round trips).
+    async fn append_runs(
+        &self,
+        conn: &mut PgConnection,
+        t: &TableInfo,
+        columns: &[usize],
+        runs: &[&[Row<'_>]],
+    ) -> Result<(), sqlx::Error> {
+        super::copy::copy_rows(conn, self.table, t, columns, runs).await
     }
 
     async fn delete_one(

@@ -58,13 +58,18 @@ pub async fn wait_slot_ready(pool: &PgPool, slot: &str) {
 /// Drops a test's slot and publication (the slot once the server has let
 /// go of a killed client's session) and its schemas.
 pub async fn drop_cdc(pool: &PgPool, slot: &str, schemas: &[&str]) {
+    // abrq is gone; a walsender busy with a large transaction notices only
+    // at its next write or at wal_sender_timeout, so end it rather than wait
     wait_until(LONG, "the slot is released", async || {
-        sqlx::query("SELECT 1 FROM pg_replication_slots WHERE slot_name = $1 AND active")
-            .bind(slot)
-            .fetch_optional(pool)
-            .await
-            .unwrap()
-            .is_none()
+        sqlx::query_scalar::<_, bool>(
+            "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots \
+             WHERE slot_name = $1 AND active",
+        )
+        .bind(slot)
+        .fetch_optional(pool)
+        .await
+        .unwrap()
+        .is_none()
     })
     .await;
     sqlx::query(

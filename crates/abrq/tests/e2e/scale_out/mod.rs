@@ -304,13 +304,21 @@ async fn operator_actions(alone: &Alone) {
     })
     .await;
 
-    // Pause through another process's API.
+    // Pause through another process's API, once its view (read at each
+    // heartbeat) names the holder: processes started together claim at
+    // once, after the pauser may have read the leases.
+    let holder_id = Nodes::node_id(holder);
+    wait_until(
+        HEARTBEAT * 3,
+        &format!("node-{pauser} to show node-{holder} holding {d}"),
+        async || {
+            let st = c.nodes[pauser].status(STREAM).await;
+            dest_of(&st, d)["holder"]["node_id"] == holder_id.as_str()
+        },
+    )
+    .await;
     let st = c.nodes[pauser].status(STREAM).await;
     assert_eq!(dest_of(&st, d)["holder"]["here"], false, "{st}");
-    assert_eq!(
-        dest_of(&st, d)["holder"]["node_id"],
-        Nodes::node_id(holder).as_str()
-    );
     c.nodes[pauser].act(STREAM, d, "pause").await;
     let paused_at = Instant::now();
     loop {
