@@ -37,11 +37,6 @@ struct Cli {
     cmd: BenchCmd,
 }
 
-/// The allocator `abrq run` uses, so in-process figures match the binary's.
-#[cfg(not(feature = "system-allocator"))]
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 fn main() -> ExitCode {
     let cli = Cli::parse();
     tracing_subscriber::fmt()

@@ -11,11 +11,6 @@ use clap::Parser;
 /// Every runtime thread's stack: a 20,000-level JSON value needs a few MB.
 const THREAD_STACK: usize = 64 << 20;
 
-/// The record path allocates and frees per value; with glibc's malloc that
-/// was a fifth of abrq's time (docs/benchmarks.md).
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 fn main() -> std::process::ExitCode {
     let cli = cli::Cli::parse();
     let default_filter = match cli.command {
