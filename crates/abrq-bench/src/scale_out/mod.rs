@@ -21,10 +21,18 @@
 //! ratio three / one, with what explains it: round trips per drain through
 //! the proxy, CPU, the state connections open and busy, lease claims.
 //!
+//! `--destinations jsonl-gz` makes the drains `local` `jsonl.gz` ones
+//! (CPU-bound in abrq: gzip), and `--cpu-cap` gives each process its own
+//! CPU quota (a cgroup v1 `cpu` group each, as separate machines would
+//! have), so one process is bound by its cap and more processes add
+//! throughput only if the work spreads.
+//!
 //! Here: the arguments, the workload (input files, config) and the entry
 //! point; `runs` runs and watches the processes, `report` prints the
-//! table, `proc_stat` reads CPU time, `delay_proxy` is the proxy.
+//! table, `proc_stat` reads CPU time, `delay_proxy` is the proxy,
+//! `cpu_cap` the CPU quotas.
 
+mod cpu_cap;
 mod delay_proxy;
 mod proc_stat;
 mod report;
@@ -93,6 +101,21 @@ pub struct ScaleOutArgs {
     /// A run that has not drained after this long fails.
     #[arg(long, default_value_t = 600)]
     timeout_secs: u64,
+    /// What each stream's three destinations are.
+    #[arg(long, value_enum, default_value_t = Sink::Postgres)]
+    destinations: Sink,
+    /// Cores each `abrq run` may use (its own cgroup v1 `cpu` quota, for
+    /// example 0.45); needs a writable `/sys/fs/cgroup/cpu`.
+    #[arg(long)]
+    cpu_cap: Option<f64>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Sink {
+    /// `postgres` tables (behind the proxy unless `--no-delay`).
+    Postgres,
+    /// `local` destinations writing `jsonl.gz` files.
+    JsonlGz,
 }
 
 const STREAMS: usize = 3;
@@ -143,8 +166,14 @@ struct RunResult {
 pub async fn run(a: ScaleOutArgs) -> anyhow::Result<()> {
     anyhow::ensure!(a.processes >= 2, "--processes: at least 2");
     anyhow::ensure!(a.rounds >= 1, "--rounds: at least 1");
+    if let Some(cores) = a.cpu_cap {
+        cpu_cap::check(cores)?;
+    }
     let abrq = abrq_binary(a.abrq.as_deref())?;
-    let delay = if a.no_delay { 0 } else { a.delay_ms };
+    let delay = match a.destinations {
+        Sink::Postgres if !a.no_delay => a.delay_ms,
+        _ => 0,
+    };
     let dir = tempfile::tempdir()?;
     let mut inputs = Vec::new();
     for s in 0..STREAMS {
@@ -170,18 +199,23 @@ pub async fn run(a: ScaleOutArgs) -> anyhow::Result<()> {
     let config = dir.path().join("abrq.toml");
     std::fs::write(
         &config,
-        config_text(&a, &inputs, &server, &schema, dest_port)?,
+        config_text(&a, &inputs, &server, &schema, dest_port, dir.path())?,
     )?;
-    let per_request = match delay {
-        0 => "no added latency (CPU-bound variant)".to_string(),
-        ms => format!("every request to PostgreSQL delayed {ms} ms by a proxy"),
+    let per_request = match (a.destinations, delay) {
+        (Sink::JsonlGz, _) => "local files".to_string(),
+        (_, 0) => "no added latency (CPU-bound variant)".to_string(),
+        (_, ms) => format!("every request to PostgreSQL delayed {ms} ms by a proxy"),
     };
+    let cap = a.cpu_cap.map_or(String::new(), |c| {
+        format!("; each process capped at {c} cores")
+    });
     println!(
         "abrq: {}; {STREAMS} streams x {} records of 200 bytes, batches of {}, \
-         {DESTINATIONS} postgres destinations each; {per_request}; lease_timeout {}",
+         {DESTINATIONS} {} destinations each; {per_request}; lease_timeout {}{cap}",
         abrq.display(),
         a.records,
         a.max_records,
+        a.destinations.label(),
         a.lease_timeout
     );
     let ctx = Ctx {
@@ -210,6 +244,21 @@ pub async fn run(a: ScaleOutArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+impl Sink {
+    fn label(self) -> &'static str {
+        match self {
+            Sink::Postgres => "postgres",
+            Sink::JsonlGz => "local jsonl.gz",
+        }
+    }
+}
+
+/// Where a `jsonl.gz` destination writes (shared by the processes, as a
+/// bucket would be).
+fn files_of(work: &Path, s: usize, d: usize) -> PathBuf {
+    work.join("out").join(format!("s{s}_d{d}"))
+}
+
 /// One config for every process: what differs comes from the environment.
 fn config_text(
     a: &ScaleOutArgs,
@@ -217,6 +266,7 @@ fn config_text(
     server: &reqwest::Url,
     schema: &str,
     dest_port: u16,
+    work: &Path,
 ) -> anyhow::Result<String> {
     let state_url = with_database(&a.postgres_url, STATE_DB)?;
     let mut text = format!(
@@ -237,6 +287,14 @@ fn config_text(
             a.max_records
         ));
         for d in 0..DESTINATIONS {
+            if a.destinations == Sink::JsonlGz {
+                text.push_str(&format!(
+                    "[[streams.destinations]]\nname = \"d{d}\"\nengine = \"local\"\n\
+                     database = \"{}\"\nformat = \"jsonl.gz\"\n",
+                    files_of(work, s, d).display()
+                ));
+                continue;
+            }
             text.push_str(&format!(
                 "[[streams.destinations]]\nname = \"d{d}\"\nengine = \"postgres\"\n\
                  host = \"127.0.0.1\"\nport = {dest_port}\ndatabase = \"{}\"\n{login}\

@@ -48,14 +48,18 @@ pub(super) fn report(a: &ScaleOutArgs, delay: u64, one: &[RunResult], many: &[Ru
         0 => "no added latency".to_string(),
         ms => format!("{ms} ms per request"),
     };
+    let cap = a
+        .cpu_cap
+        .map_or(String::new(), |c| format!(", {c} cores per process"));
     println!();
     println!(
-        "| {STREAMS} streams x {} records, batches of {}, {} postgres destinations, {what} | \
+        "| {STREAMS} streams x {} records, batches of {}, {} {} destinations, {what}{cap} | \
          records/s delivered (median of {}) | min-max | wall s | leases spread s | sources staged s | \
          round trips per drain | x {delay} ms | CPU s: abrq / postgres | machine busy | state connections open (max) / busy (mean, max) | lease claims |",
         a.records,
         a.max_records,
         STREAMS * DESTINATIONS,
+        a.destinations.label(),
         a.rounds
     );
     println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
@@ -101,8 +105,9 @@ pub(super) fn report(a: &ScaleOutArgs, delay: u64, one: &[RunResult], many: &[Ru
         ratios.iter().cloned().fold(f64::NEG_INFINITY, f64::max),
     );
     let ratio = med(many, &|r| r.rate) / med(one, &|r| r.rate);
-    let target = match delay {
-        0 => "CPU-bound, no target",
+    let target = match (a.cpu_cap, delay) {
+        (Some(_), _) => "capped processes, target >= 2.5",
+        (None, 0) => "CPU-bound, no target",
         _ => "target >= 2.5 with 20 ms",
     };
     println!(

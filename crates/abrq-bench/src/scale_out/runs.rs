@@ -7,12 +7,13 @@ use std::time::{Duration, Instant};
 use abrq_sinks::relational::sqlx::{self, postgres::PgPool};
 use tokio::process::{Child, Command};
 
+use super::cpu_cap::CpuCap;
 use super::delay_proxy::DelayProxy;
 use super::proc_stat::{busy_share, cpu_of, cpu_ticks, ticks_of};
 use super::report::run_line;
 use super::{
-    pool, with_database, RunResult, ScaleOutArgs, APP, DESTINATIONS, POLL, RESOURCES, STATE_DB,
-    STREAMS,
+    files_of, pool, with_database, RunResult, ScaleOutArgs, Sink, APP, DESTINATIONS, POLL,
+    RESOURCES, STATE_DB, STREAMS,
 };
 
 /// What every run shares.
@@ -80,6 +81,7 @@ impl Ctx<'_> {
         let (before_trips, before_ticks) =
             (self.proxy.map_or(0, |p| p.round_trips()), cpu_ticks()?);
         let before_server = ticks_of("postgres");
+        let _ = std::fs::remove_dir_all(self.work.join("out"));
         let mut procs = Vec::new();
         for i in 0..n {
             procs.push(self.spawn(&run_dir, i)?);
@@ -116,12 +118,21 @@ impl Ctx<'_> {
         let mut wrong_rows = Vec::new();
         for s in 0..STREAMS {
             for d in 0..DESTINATIONS {
-                let table = format!("{schema}.s{s}_d{d}");
-                let rows: i64 = sqlx::query_scalar(&format!("SELECT count(*) FROM {table}"))
-                    .fetch_one(self.admin)
-                    .await?;
-                if rows as u64 != a.records {
-                    wrong_rows.push(format!("{table} has {rows} rows"));
+                let (what, rows) = match a.destinations {
+                    Sink::Postgres => {
+                        let table = format!("{schema}.s{s}_d{d}");
+                        let sql = format!("SELECT count(*) FROM {table}");
+                        let rows: i64 = sqlx::query_scalar(&sql).fetch_one(self.admin).await?;
+                        (table, rows as u64)
+                    }
+                    Sink::JsonlGz => {
+                        let dir = files_of(self.work, s, d);
+                        let rows = gz_lines(&dir)?;
+                        (dir.display().to_string(), rows)
+                    }
+                };
+                if rows != a.records {
+                    wrong_rows.push(format!("{what} has {rows} rows"));
                 }
             }
         }
@@ -168,7 +179,16 @@ impl Ctx<'_> {
             .kill_on_drop(true)
             .spawn()
             .map_err(|e| anyhow::anyhow!("cannot start {}: {e}", self.abrq.display()))?;
-        Ok(Proc { child, log })
+        // moved into its group at once: what it ran before is start-up
+        let cap = match (self.a.cpu_cap, child.id()) {
+            (Some(cores), Some(pid)) => Some(CpuCap::new(&format!("node{i}"), cores, pid)?),
+            _ => None,
+        };
+        Ok(Proc {
+            child,
+            log,
+            _cap: cap,
+        })
     }
 
     /// Polls the state database until every destination drained.
@@ -225,6 +245,27 @@ struct Samples {
 struct Proc {
     child: Child,
     log: PathBuf,
+    /// Its CPU quota, removed when it is dropped (after the process ended).
+    _cap: Option<CpuCap>,
+}
+
+/// Lines in every `.gz` file under `dir` (a local destination's objects).
+fn gz_lines(dir: &Path) -> anyhow::Result<u64> {
+    use std::io::BufRead;
+    let mut n = 0;
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d)? {
+            let path = entry?.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.extension().is_some_and(|e| e == "gz") {
+                let gz = flate2::read::MultiGzDecoder::new(std::fs::File::open(&path)?);
+                n += std::io::BufReader::new(gz).lines().count() as u64;
+            }
+        }
+    }
+    Ok(n)
 }
 
 /// Every source staged its whole file; every destination's durable mark is
