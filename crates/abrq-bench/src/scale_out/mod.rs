@@ -108,6 +108,11 @@ pub struct ScaleOutArgs {
     /// example 0.45); needs a writable `/sys/fs/cgroup/cpu`.
     #[arg(long)]
     cpu_cap: Option<f64>,
+    /// After a run drained, seconds to stay idle while the state
+    /// database's transactions and abrq's connections to it are counted
+    /// (the cost of a process at rest; 0: none).
+    #[arg(long, default_value_t = 0)]
+    idle_secs: u64,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -161,6 +166,10 @@ struct RunResult {
     held: Vec<(String, i64)>,
     /// Tables whose row count is not the stream's record count.
     wrong_rows: Vec<String>,
+    /// At rest after draining (`--idle-secs`): the state database's
+    /// transactions per second, abrq's connections open to it, and the
+    /// server's CPU in cores.
+    idle: Option<(f64, i64, f64)>,
 }
 
 pub async fn run(a: ScaleOutArgs) -> anyhow::Result<()> {

@@ -16,10 +16,17 @@ pub(super) fn run_line(n: usize, r: &RunResult, proxied: bool) -> String {
         true => String::new(),
         false => format!("; WRONG ROW COUNTS: {}", r.wrong_rows.join(", ")),
     };
+    let idle = r.idle.map_or(String::new(), |(tps, open, cores)| {
+        format!(
+            "; at rest: {tps:.1} state transactions/s, {open} state connections open, \
+             postgres {:.1} % of a core",
+            cores * 100.0
+        )
+    });
     format!(
         "{n} process{} {:.0} records/s ({:.1} s; leases spread {spread}; staged {:.1} s; \
          {trips} round trips per drain; CPU abrq {:.1} s, postgres {:.1} s, machine {:.0}% busy; \
-         state connections {} open, {:.1} busy on average; {} lease claims; held {}){wrong}",
+         state connections {} open, {:.1} busy on average; {} lease claims; held {}{idle}){wrong}",
         if n == 1 { "" } else { "es" },
         r.rate,
         r.secs,

@@ -100,6 +100,10 @@ impl Ctx<'_> {
             .map(|(pid, t)| t - before_server.get(pid).copied().unwrap_or(0.0))
             .sum::<f64>()
             / self.clk_tck;
+        let idle = match (&result, a.idle_secs) {
+            (Ok(_), secs) if secs > 0 => Some(self.at_rest(secs).await?),
+            _ => None,
+        };
         let held = held(&state).await.unwrap_or_default();
         let claims: i64 =
             sqlx::query_scalar("SELECT COALESCE(sum(epoch), 0)::bigint FROM abrq.leases")
@@ -154,7 +158,40 @@ impl Ctx<'_> {
             claims,
             held,
             wrong_rows,
+            idle,
         })
+    }
+
+    /// The state database's transactions per second over `secs` with
+    /// nothing to do (every process's heartbeats, followers and pollers;
+    /// the bench's own two samples aside), abrq's connections to it, and
+    /// the server's CPU share meanwhile (cores).
+    async fn at_rest(&self, secs: u64) -> anyhow::Result<(f64, i64, f64)> {
+        let xacts = async || -> anyhow::Result<i64> {
+            // the statistics are sent by each backend at most every 500 ms
+            tokio::time::sleep(Duration::from_millis(600)).await;
+            sqlx::query("SELECT pg_stat_clear_snapshot()")
+                .execute(self.admin)
+                .await?;
+            Ok(sqlx::query_scalar(
+                "SELECT (xact_commit + xact_rollback)::bigint FROM pg_stat_database WHERE datname = $1",
+            )
+            .bind(STATE_DB)
+            .fetch_one(self.admin)
+            .await?)
+        };
+        let before = xacts().await?;
+        let (started, server_before) = (Instant::now(), ticks_of("postgres"));
+        tokio::time::sleep(Duration::from_secs(secs)).await;
+        let server = ticks_of("postgres")
+            .iter()
+            .map(|(pid, t)| t - server_before.get(pid).copied().unwrap_or(0.0))
+            .sum::<f64>()
+            / self.clk_tck;
+        let elapsed = started.elapsed().as_secs_f64();
+        let after = xacts().await?;
+        let (open, _) = state_connections(self.admin).await?;
+        Ok(((after - before) as f64 / elapsed, open, server / elapsed))
     }
 
     fn spawn(&self, run_dir: &Path, i: usize) -> anyhow::Result<Proc> {
