@@ -43,6 +43,23 @@ pub enum LineError {
     Tag { line: usize, tag: char },
 }
 
+/// How a payload that cannot be read is named, wherever it is met: by the
+/// spool's reader, or by a destination that reads the lines itself.
+pub fn undecodable(seq: u64, error: &LineError) -> String {
+    format!("spool payload of seq {seq} cannot be decoded: {error}")
+}
+
+/// The operation a record line's tag says; None for the other tags.
+pub fn tag_op(tag: u8) -> Option<Op> {
+    match tag {
+        b'I' => Some(Op::Insert),
+        b'U' => Some(Op::Update),
+        b'D' => Some(Op::Delete),
+        b'R' => Some(Op::Read),
+        _ => None,
+    }
+}
+
 /// The tag that opens a record's line.
 pub fn op_tag(op: Op) -> u8 {
     match op {
@@ -65,23 +82,10 @@ pub fn lines(bytes: &[u8]) -> impl Iterator<Item = (usize, Result<Line<'_>, Line
 
 fn line(number: usize, line: &[u8]) -> Result<Line<'_>, LineError> {
     let (&tag, rest) = line.split_first().expect("blank lines are skipped");
+    if let Some(op) = tag_op(tag) {
+        return Ok(Line::Record { op, object: rest });
+    }
     Ok(match tag {
-        b'I' => Line::Record {
-            op: Op::Insert,
-            object: rest,
-        },
-        b'U' => Line::Record {
-            op: Op::Update,
-            object: rest,
-        },
-        b'D' => Line::Record {
-            op: Op::Delete,
-            object: rest,
-        },
-        b'R' => Line::Record {
-            op: Op::Read,
-            object: rest,
-        },
         b'N' => Line::Table(rest),
         b'S' => Line::Schema(rest),
         b'T' if rest.iter().all(u8::is_ascii_whitespace) => Line::Truncate,

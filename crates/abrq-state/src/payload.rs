@@ -84,7 +84,7 @@ pub fn record_lines(bytes: &[u8]) -> u64 {
     let mut at_start = true;
     let mut n = 0;
     for &b in bytes {
-        if at_start && matches!(b, b'I' | b'U' | b'D' | b'R') {
+        if at_start && abrq_core::lines::tag_op(b).is_some() {
             n += 1;
         }
         at_start = b == b'\n';

@@ -61,3 +61,12 @@ pub(super) fn busy_share(before: (u64, u64), after: (u64, u64)) -> f64 {
     let total = after.1.saturating_sub(before.1).max(1);
     after.0.saturating_sub(before.0) as f64 / total as f64
 }
+
+/// The ticks processes named `comm` used since `before` (`ticks_of`), new
+/// processes counted from their start.
+pub(super) fn ticks_since(comm: &str, before: &std::collections::HashMap<u32, f64>) -> f64 {
+    ticks_of(comm)
+        .iter()
+        .map(|(pid, t)| t - before.get(pid).copied().unwrap_or(0.0))
+        .sum()
+}

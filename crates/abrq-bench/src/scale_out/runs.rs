@@ -9,7 +9,7 @@ use tokio::process::{Child, Command};
 
 use super::cpu_cap::CpuCap;
 use super::delay_proxy::DelayProxy;
-use super::proc_stat::{busy_share, cpu_of, cpu_ticks, ticks_of};
+use super::proc_stat::{busy_share, cpu_of, cpu_ticks, ticks_of, ticks_since};
 use super::report::run_line;
 use super::{
     files_of, pool, with_database, RunResult, ScaleOutArgs, Sink, APP, DESTINATIONS, POLL,
@@ -95,11 +95,7 @@ impl Ctx<'_> {
             .filter_map(|p| p.child.id())
             .map(|pid| cpu_of(pid) / self.clk_tck)
             .sum();
-        let server_cpu_secs = ticks_of("postgres")
-            .iter()
-            .map(|(pid, t)| t - before_server.get(pid).copied().unwrap_or(0.0))
-            .sum::<f64>()
-            / self.clk_tck;
+        let server_cpu_secs = ticks_since("postgres", &before_server) / self.clk_tck;
         let idle = match (&result, a.idle_secs) {
             (Ok(_), secs) if secs > 0 => Some(self.at_rest(secs).await?),
             _ => None,
@@ -183,11 +179,7 @@ impl Ctx<'_> {
         let before = xacts().await?;
         let (started, server_before) = (Instant::now(), ticks_of("postgres"));
         tokio::time::sleep(Duration::from_secs(secs)).await;
-        let server = ticks_of("postgres")
-            .iter()
-            .map(|(pid, t)| t - server_before.get(pid).copied().unwrap_or(0.0))
-            .sum::<f64>()
-            / self.clk_tck;
+        let server = ticks_since("postgres", &server_before) / self.clk_tck;
         let elapsed = started.elapsed().as_secs_f64();
         let after = xacts().await?;
         let (open, _) = state_connections(self.admin).await?;

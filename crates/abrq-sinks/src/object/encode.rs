@@ -47,13 +47,14 @@ pub struct Encoded {
 /// a replay stores an identical object.
 pub fn encode(format: ObjectFormat, batch: &Batch) -> Result<Encoded, DeliveryError> {
     if let Some(bytes) = &batch.lines {
-        if reads_lines(format) && super::lines::writable(bytes) {
-            return encode_lines(format, batch, bytes);
+        if reads_lines(format) {
+            if let Some(encoded) = encode_lines(format, batch, bytes)? {
+                return Ok(encoded);
+            }
         }
         let items = abrq_core::lines::decode(bytes).map_err(|e| {
-            let seq = batch.meta.seq;
-            Failure::Encoding { record: None }
-                .error(format!("spool payload of seq {seq} cannot be decoded: {e}"))
+            let said = abrq_core::lines::undecodable(batch.meta.seq, &e);
+            Failure::Encoding { record: None }.error(said)
         })?;
         return encode(format, &Batch::new(batch.meta.clone(), items));
     }
@@ -74,27 +75,31 @@ pub fn reads_lines(format: ObjectFormat) -> bool {
     matches!(format, ObjectFormat::Jsonl | ObjectFormat::JsonlGz)
 }
 
+/// The batch written from its lines; None when a line is of the first
+/// format, which is decoded instead.
 fn encode_lines(
     format: ObjectFormat,
     batch: &Batch,
     bytes: &[u8],
-) -> Result<Encoded, DeliveryError> {
+) -> Result<Option<Encoded>, DeliveryError> {
     let hint = bytes.len() + bytes.len() / 8;
     let mut out = match format {
         ObjectFormat::JsonlGz => Out::gzip(hint),
         _ => Out::plain(hint),
     };
-    let counts = super::lines::write_jsonl(&mut out, batch.meta.seq, bytes)?;
+    let Some(counts) = super::lines::write_jsonl(&mut out, batch.meta.seq, bytes)? else {
+        return Ok(None);
+    };
     let data = out
         .finish()
         .map_err(|e| Failure::Encoding { record: None }.error(e))?;
     debug_assert!(batch.items.is_empty(), "a batch of lines holds no items");
-    Ok(Encoded {
+    Ok(Some(Encoded {
         data,
         rows: counts.rows,
         ignored_truncates: counts.ignored_truncates,
         ignored_schemas: counts.ignored_schemas,
-    })
+    }))
 }
 
 /// A record in a table's scope that has a field named [`TABLE_FIELD`]

@@ -7,7 +7,7 @@
 
 use std::io::{self, Write};
 
-use abrq_core::lines::{self, Line};
+use abrq_core::lines::{self, Line, LineError};
 use abrq_core::DeliveryError;
 
 use super::encode::{OP_FIELD, TABLE_FIELD};
@@ -24,21 +24,17 @@ pub(super) struct Counts {
     pub ignored_schemas: u64,
 }
 
-/// Whether `bytes` can be written line by line: the first format's lines
-/// (an item's serde form) are decoded instead.
-pub(super) fn writable(bytes: &[u8]) -> bool {
-    lines::lines(bytes).all(|(_, l)| !matches!(l, Ok(Line::Item(_))))
-}
-
 /// Writes the batch's records and markers to `out`, one JSON line each;
 /// a line that cannot be read (worded as the spool words a payload it
 /// cannot decode, naming batch `seq`) or a record that already names an
-/// added field is an `encoding` failure naming its item.
+/// added field is an `encoding` failure naming its item. None when a line
+/// is of the first format (an item's serde form): such a batch is decoded
+/// instead, and what was written is dropped.
 pub(super) fn write_jsonl(
     out: &mut impl Write,
     seq: u64,
     bytes: &[u8],
-) -> Result<Counts, DeliveryError> {
+) -> Result<Option<Counts>, DeliveryError> {
     let mut counts = Counts::default();
     // the current table's name as a JSON string, ready to write
     let mut table: Option<(String, String)> = None;
@@ -50,13 +46,14 @@ pub(super) fn write_jsonl(
             .error(said)
         };
         let refuse = |e: String| fail(format!("line {number}: {e}"));
-        let unreadable = |e: &dyn std::fmt::Display| {
-            fail(format!(
-                "spool payload of seq {seq} cannot be decoded: line {number}: {e}"
-            ))
+        let unreadable = |e: LineError| fail(lines::undecodable(seq, &e));
+        let json = |source| {
+            unreadable(LineError::Json {
+                line: number,
+                source,
+            })
         };
-        let json = |e: serde_json::Error| unreadable(&e);
-        let written = match line.map_err(|e| unreadable(&e))? {
+        let written = match line.map_err(unreadable)? {
             Line::Record { op, object } => {
                 let names = lines::names(object, ADDED).map_err(json)?;
                 if let Some((name, _)) = table.as_ref().filter(|_| names.has(0)) {
@@ -95,13 +92,13 @@ pub(super) fn write_jsonl(
                 counts.ignored_truncates += 1;
                 continue;
             }
-            Line::Item(_) => return Err(refuse("an item of the first format".into())),
+            Line::Item(_) => return Ok(None),
         };
         written
             .and_then(|()| out.write_all(b"\n"))
             .map_err(|e| Failure::Encoding { record: None }.error(e))?;
     }
-    Ok(counts)
+    Ok(Some(counts))
 }
 
 /// One record: the object as it is, or with `"_abrq_table"` and
@@ -136,7 +133,7 @@ mod tests {
 
     fn jsonl(bytes: &[u8]) -> Result<(String, Counts), DeliveryError> {
         let mut out = Vec::new();
-        let counts = write_jsonl(&mut out, 7, bytes)?;
+        let counts = write_jsonl(&mut out, 7, bytes)?.expect("no first-format line");
         Ok((String::from_utf8(out).unwrap(), counts))
     }
 

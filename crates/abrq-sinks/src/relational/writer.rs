@@ -245,7 +245,15 @@ pub fn ddl<S: Statements>(s: &S, plan: &Plan<'_>) -> Vec<Stmt> {
 }
 
 async fn run_ddl<S: Statements>(s: &S, conn: &mut Conn<S>, plan: &Plan<'_>) -> Result<(), DbError> {
-    for Stmt { op, sql } in ddl(s, plan) {
+    run_stmts(s, conn, ddl(s, plan)).await
+}
+
+async fn run_stmts<S: Statements>(
+    s: &S,
+    conn: &mut Conn<S>,
+    stmts: Vec<Stmt>,
+) -> Result<(), DbError> {
+    for Stmt { op, sql } in stmts {
         s.execute(conn, &sql).await.map_err(|e| s.db_error(op, e))?;
     }
     Ok(())
@@ -355,12 +363,13 @@ pub async fn apply_group<S: Statements>(
             continue;
         }
         for (s, plan) in parts {
-            if !ddl(s, plan).is_empty() {
+            let ddl = ddl(s, plan);
+            if !ddl.is_empty() {
                 // the appends before it see the table as it was
                 if let Some(open) = appends.take() {
                     open.run(&mut tx).await?;
                 }
-                run_ddl(s, &mut tx, plan).await?;
+                run_stmts(s, &mut tx, ddl).await?;
             }
             for step in &plan.steps {
                 if appends.as_mut().is_some_and(|a| a.takes(s, plan, step)) {
@@ -424,15 +433,10 @@ impl<'g, 'a, S: Statements> Appends<'g, 'a, S> {
         else {
             return false;
         };
-        let names = |p: &Plan<'_>, cols: &[usize]| -> Vec<String> {
-            cols.iter()
-                .map(|&c| p.table.columns[c].name.clone())
-                .collect()
+        let names = |p: &'g Plan<'a>, cols: &'g [usize]| {
+            cols.iter().map(move |&c| p.table.columns[c].name.as_str())
         };
-        if s.table() != self.s.table()
-            || columns.len() != self.columns.len()
-            || names(plan, columns) != names(self.plan, self.columns)
-        {
+        if s.table() != self.s.table() || !names(plan, columns).eq(names(self.plan, self.columns)) {
             return false;
         }
         if !rows.is_empty() {

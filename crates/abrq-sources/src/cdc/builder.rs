@@ -4,7 +4,8 @@
 
 use std::sync::Arc;
 
-use abrq_core::{Item, Record, TableRef, TX_FIELD};
+use abrq_core::lines::op_tag;
+use abrq_core::{Item, Op, Record, TableRef, TX_FIELD};
 
 use super::protocol::Table;
 use crate::chunk::{record_bytes, Chunk, Limits};
@@ -122,10 +123,11 @@ pub fn read_rows(page: &mut Chunk) {
             }
         }
     }
+    let (insert, read) = (op_tag(Op::Insert), op_tag(Op::Read));
     let mut at_start = true;
     for b in &mut page.kept {
-        if at_start && *b == b'I' {
-            *b = b'R';
+        if at_start && *b == insert {
+            *b = read;
         }
         at_start = *b == b'\n';
     }

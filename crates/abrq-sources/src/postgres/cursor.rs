@@ -165,33 +165,35 @@ impl PgCursorSource {
         let keep = self.keep_lines && !rows.iter().any(|(text, _)| text.contains('\n'));
         let mut last = None;
         for (i, (text, place)) in rows.iter().enumerate() {
-            let full = match keep {
+            // a kept row is parsed only if it is the page's last, for the cursor
+            let fields = match keep {
                 true => {
                     chunk.kept.push(b'I');
                     chunk.kept.extend_from_slice(text.as_bytes());
                     chunk.kept.push(b'\n');
                     chunk.bytes += text.len() as u64 + 2;
-                    chunk.records += 1;
-                    chunk.bytes >= limits.max_bytes
+                    None
                 }
                 false => {
                     let fields = parse_row(text)?;
                     chunk.bytes += record_bytes(&fields);
-                    chunk.records += 1;
-                    chunk.items.push(Item::Record(Record::insert(fields)));
-                    chunk.bytes >= limits.max_bytes
+                    Some(fields)
                 }
             };
-            let end = full || i + 1 == rows.len();
-            if end {
-                // the cursor is the last row's: only it is read for it
-                last = Some(match place {
-                    Some(place) => Position {
+            chunk.records += 1;
+            let full = chunk.bytes >= limits.max_bytes;
+            if full || i + 1 == rows.len() {
+                last = Some(match (place, &fields) {
+                    (Some(place), _) => Position {
                         cursor: place.clone(),
                         key: Vec::new(),
                     },
-                    None => self.position_of(&shape, &parse_row(text)?)?,
+                    (None, Some(fields)) => self.position_of(&shape, fields)?,
+                    (None, None) => self.position_of(&shape, &parse_row(text)?)?,
                 });
+            }
+            if let Some(fields) = fields {
+                chunk.items.push(Item::Record(Record::insert(fields)));
             }
             if full && i + 1 < rows.len() {
                 chunk.at_end = false;

@@ -28,7 +28,7 @@ pub enum StoreError {
     UnknownDeadLetter(i64),
     #[error("dead letter {id} is {state}, not pending")]
     NotPending { id: i64, state: &'static str },
-    #[error("spool payload of seq {seq} cannot be decoded: {source}")]
+    #[error("{}", abrq_core::lines::undecodable(*seq, source))]
     Payload {
         seq: u64,
         #[source]
