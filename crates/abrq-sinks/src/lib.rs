@@ -14,6 +14,7 @@ pub mod local;
 pub mod object;
 pub mod registry;
 pub mod relational;
+pub mod spooled;
 
 use std::sync::Arc;
 

@@ -1,6 +1,7 @@
 //! [`KafkaDestination`]: one message per record, sends pipelined, the batch
 //! delivered only when every record's delivery report succeeded.
 
+use std::borrow::Cow;
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -33,8 +34,9 @@ const GROUP_BATCHES: usize = 16;
 const REFUSAL_POLL: Duration = Duration::from_millis(250);
 
 /// A record, encoded before anything is sent: a batch that cannot be
-/// encoded is refused whole, with nothing of it in the topic.
-pub(super) struct Encoded {
+/// encoded is refused whole, with nothing of it in the topic. Its value
+/// may be the spooled batch's own bytes.
+pub(super) struct Encoded<'a> {
     pub(super) index: usize,
     /// `abrq_op`: insert, update, delete or truncate.
     pub(super) op: &'static str,
@@ -43,7 +45,7 @@ pub(super) struct Encoded {
     pub(super) table: Option<Arc<str>>,
     pub(super) key: Option<String>,
     /// None: a tombstone.
-    pub(super) value: Option<Vec<u8>>,
+    pub(super) value: Option<Cow<'a, [u8]>>,
     /// After the idempotency key, for a second message of one record (a
     /// delete's tombstone).
     pub(super) part: &'static str,
@@ -141,10 +143,10 @@ impl KafkaDestination {
     }
 
     /// The partition count of each topic an unkeyed record goes to.
-    async fn partition_counts(
+    async fn partition_counts<'r>(
         &self,
         producer: &KafkaProducer,
-        records: impl Iterator<Item = &Encoded>,
+        records: impl Iterator<Item = &'r Encoded<'r>>,
     ) -> Result<HashMap<Arc<str>, i32>, DeliveryError> {
         let mut out = HashMap::new();
         for m in records.filter(|m| m.key.is_none()) {
@@ -158,11 +160,30 @@ impl KafkaDestination {
         Ok(out)
     }
 
-    fn encode(
+    /// A batch of lines is written from them where it can be (`lines.rs`),
+    /// else decoded.
+    fn encode<'b>(
+        &self,
+        batch: &'b Batch,
+        report: &mut DeliveryReport,
+    ) -> Result<Vec<Encoded<'b>>, DeliveryError> {
+        let Some(bytes) = &batch.lines else {
+            return self.encode_items(batch, report);
+        };
+        if let Some((out, truncates)) =
+            super::lines::encoded(&self.settings.topic, batch.meta.seq, bytes)?
+        {
+            report.ignored_truncates += truncates;
+            return Ok(out);
+        }
+        self.encode_items(&crate::spooled::decoded(batch, bytes)?, report)
+    }
+
+    fn encode_items(
         &self,
         batch: &Batch,
         report: &mut DeliveryReport,
-    ) -> Result<Vec<Encoded>, DeliveryError> {
+    ) -> Result<Vec<Encoded<'static>>, DeliveryError> {
         let mut out = Vec::with_capacity(batch.items.len());
         let settings = &self.settings;
         let origin = debezium::Origin {
@@ -221,7 +242,10 @@ impl KafkaDestination {
                     topic,
                     table: table_name,
                     key: None,
-                    value: Some(json_bytes(&debezium::truncate(table, &origin), index)?),
+                    value: Some(Cow::Owned(json_bytes(
+                        &debezium::truncate(table, &origin),
+                        index,
+                    )?)),
                     part: "",
                     extra: Vec::new(),
                 });
@@ -256,7 +280,7 @@ impl KafkaDestination {
                 topic: topic.clone(),
                 table: table_name.clone(),
                 key: key.clone(),
-                value: Some(value),
+                value: Some(Cow::Owned(value)),
                 part: "",
                 extra,
             });
@@ -284,7 +308,7 @@ impl KafkaDestination {
     async fn send_all(
         &self,
         producer: &KafkaProducer,
-        work: &[(&Batch, Vec<Encoded>)],
+        work: &[(&Batch, Vec<Encoded<'_>>)],
         partitions: &HashMap<Arc<str>, i32>,
     ) -> Result<(), DeliveryError> {
         let mut pending: VecDeque<(usize, usize, DeliveryFuture)> = VecDeque::new();
@@ -303,7 +327,7 @@ impl KafkaDestination {
                 let name: &str = &m.topic;
                 let mut rec = FutureRecord::<str, [u8]>::to(name).headers(headers);
                 if let Some(v) = &m.value {
-                    rec = rec.payload(v.as_slice());
+                    rec = rec.payload(v.as_ref());
                 }
                 match (&m.key, partitions.get(&m.topic)) {
                     (Some(k), _) => rec = rec.key(k.as_str()),
@@ -348,7 +372,7 @@ impl KafkaDestination {
 }
 
 /// The topic of the record at batch item `index`, for messages.
-fn topic_of(records: &[Encoded], index: usize) -> Arc<str> {
+fn topic_of(records: &[Encoded<'_>], index: usize) -> Arc<str> {
     let at = records.partition_point(|m| m.index < index);
     records
         .get(at)
@@ -385,6 +409,12 @@ impl Destination for KafkaDestination {
 
     fn group_limit(&self) -> usize {
         GROUP_BATCHES
+    }
+
+    /// `json` messages without a `partition_key` are written from the
+    /// spool's lines (`lines.rs`): no record is decoded into a map.
+    fn reads_lines(&self) -> bool {
+        self.settings.format == MessageFormat::Json && self.settings.partition_key.is_none()
     }
 
     /// Several batches' records in flight at once; a failure fails the
@@ -457,7 +487,7 @@ impl KafkaDestination {
             report.bytes = records
                 .iter()
                 .map(|m| {
-                    let value = m.value.as_ref().map_or(0, Vec::len);
+                    let value = m.value.as_ref().map_or(0, |v| v.len());
                     (value + m.key.as_ref().map_or(0, String::len)) as u64
                 })
                 .sum();

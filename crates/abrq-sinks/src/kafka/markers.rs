@@ -24,7 +24,7 @@ pub(super) fn encoded(
     meta: &BatchMeta,
     index: usize,
     topic: Arc<str>,
-) -> Result<Encoded, DeliveryError> {
+) -> Result<Encoded<'static>, DeliveryError> {
     let tx = fields.get(TX_FIELD).cloned().unwrap_or(Value::Null);
     let commit = fields.get(MARKER_FIELD).and_then(Value::as_str) == Some("commit");
     let op = if commit { "commit" } else { "begin" };
@@ -55,7 +55,7 @@ pub(super) fn encoded(
         topic,
         table: None,
         key: id,
-        value: Some(value),
+        value: Some(std::borrow::Cow::Owned(value)),
         part: "",
         extra,
     })

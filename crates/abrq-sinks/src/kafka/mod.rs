@@ -11,6 +11,7 @@ mod context;
 mod debezium;
 mod destination;
 pub mod errors;
+mod lines;
 mod markers;
 pub mod message;
 mod metadata;

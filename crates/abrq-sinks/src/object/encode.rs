@@ -52,11 +52,7 @@ pub fn encode(format: ObjectFormat, batch: &Batch) -> Result<Encoded, DeliveryEr
                 return Ok(encoded);
             }
         }
-        let items = abrq_core::lines::decode(bytes).map_err(|e| {
-            let said = abrq_core::lines::undecodable(batch.meta.seq, &e);
-            Failure::Encoding { record: None }.error(said)
-        })?;
-        return encode(format, &Batch::new(batch.meta.clone(), items));
+        return encode(format, &crate::spooled::decoded(batch, bytes)?);
     }
     if reads_lines(format) {
         // JSON lines write each record's table as they go: no copy

@@ -48,6 +48,8 @@ mod gc;
 mod ingest;
 mod ingest_hostile;
 #[cfg(feature = "services")]
+mod kafka_lines;
+#[cfg(feature = "services")]
 mod kafka_outage;
 mod listener;
 #[cfg(feature = "services")]

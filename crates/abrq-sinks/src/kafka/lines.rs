@@ -1,0 +1,195 @@
+//! `json` messages written straight from a spooled batch's lines
+//! (`Batch::lines`): a record's object is checked (JSON of any depth, its
+//! top-level names read) and sent as the source gave it, with `_abrq_op`
+//! added before its closing brace when it is not an insert, as
+//! `message::value` writes it from a decoded record. An insert's value is
+//! the spool's own bytes, not copied.
+//!
+//! Only what needs no decoding is taken this way: a batch with a schema
+//! line (a database source's keys become message keys), a transaction
+//! marker, or a line of the first format is decoded instead.
+
+use std::borrow::Cow;
+use std::sync::Arc;
+
+use abrq_core::lines::{self, Line, LineError};
+use abrq_core::{DeliveryError, TableRef};
+
+use super::destination::Encoded;
+use super::topic::Topic;
+use crate::failure::Failure;
+use crate::object::encode::OP_FIELD;
+
+/// The top-level name a changed row must not have.
+const ADDED: &[&str] = &[OP_FIELD];
+
+/// The batch's messages, and how many truncates were left out; None when a
+/// line asks for the batch to be decoded. A line that cannot be read
+/// (worded as the spool words it, naming batch `seq`) or a changed row
+/// with its own `_abrq_op` is an `encoding` failure naming its item.
+pub(super) fn encoded<'a>(
+    topic: &Topic,
+    seq: u64,
+    bytes: &'a [u8],
+) -> Result<Option<(Vec<Encoded<'a>>, u64)>, DeliveryError> {
+    let mut out = Vec::with_capacity(bytes.len() / 64);
+    let mut truncates = 0;
+    // the current scope's topic and table name
+    let mut scope: Option<(Arc<str>, Option<Arc<str>>)> = None;
+    let mut table: Option<TableRef> = None;
+    for (index, (number, line)) in lines::lines(bytes).enumerate() {
+        let fail = |said: String| {
+            Failure::Encoding {
+                record: Some(index),
+            }
+            .error(said)
+        };
+        let unreadable = |e: LineError| fail(lines::undecodable(seq, &e));
+        let json = |source| {
+            unreadable(LineError::Json {
+                line: number,
+                source,
+            })
+        };
+        let (op, object) = match line.map_err(unreadable)? {
+            Line::Record { op, object } => (op, object.trim_ascii()),
+            Line::Table(j) => {
+                table = Some(lines::table(j).map_err(json)?);
+                scope = None;
+                continue;
+            }
+            Line::Truncate => {
+                truncates += 1;
+                continue;
+            }
+            Line::Schema(_) | Line::Marker(_) | Line::Item(_) => return Ok(None),
+        };
+        let names = lines::names(object, ADDED).map_err(json)?;
+        if !op.is_insert() && names.has(0) {
+            return Err(fail(format!(
+                "a {} record has a field named {OP_FIELD}",
+                op.as_str()
+            )));
+        }
+        if scope.is_none() {
+            let name = topic
+                .render(table.as_ref())
+                .map_err(|e| fail(e.to_string()))?;
+            let t = table.as_ref().map(|t| Arc::<str>::from(t.to_string()));
+            scope = Some((Arc::from(name), t));
+        }
+        let (topic, table) = scope.clone().expect("set above");
+        let value = match op.is_insert() {
+            true => Cow::Borrowed(object),
+            false => Cow::Owned(with_op(object, names.len > 0, op.as_str())),
+        };
+        out.push(Encoded {
+            index,
+            op: op.as_str(),
+            topic,
+            table,
+            key: None,
+            value: Some(value),
+            part: "",
+            extra: Vec::new(),
+        });
+    }
+    Ok(Some((out, truncates)))
+}
+
+/// A checked object with `"_abrq_op"` added before its closing brace.
+fn with_op(object: &[u8], has_fields: bool, op: &str) -> Vec<u8> {
+    let mut v = Vec::with_capacity(object.len() + OP_FIELD.len() + op.len() + 6);
+    v.extend_from_slice(&object[..object.len() - 1]);
+    if has_fields {
+        v.push(b',');
+    }
+    v.extend_from_slice(format!("\"{OP_FIELD}\":\"{op}\"}}").as_bytes());
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use abrq_core::{Op, Record};
+    use serde_json::json;
+
+    fn topic(template: &str) -> Topic {
+        Topic::parse(template).unwrap()
+    }
+
+    fn values(bytes: &[u8]) -> Vec<(usize, String, String)> {
+        let (out, _) = encoded(&topic("t_{table}"), 3, bytes).unwrap().unwrap();
+        out.iter()
+            .map(|m| {
+                let v = String::from_utf8(m.value.clone().unwrap().into_owned()).unwrap();
+                (m.index, m.topic.to_string(), v)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn values_are_what_a_decoded_record_gives() {
+        let text = b"N{\"schema\":\"s\",\"name\":\"a\"}\nI{\"id\":1,\"n\":{\"x\":[1,2]}}\nU{\"id\":2}\nD{}\nT\n";
+        let got = values(text);
+        let decoded = |op, fields: serde_json::Value| {
+            let fields = serde_json::from_value(fields).unwrap();
+            let r = Record { op, fields };
+            String::from_utf8(super::super::message::value(&r, 0).unwrap()).unwrap()
+        };
+        assert_eq!(
+            got,
+            vec![
+                (
+                    1,
+                    "t_a".into(),
+                    decoded(Op::Insert, json!({"id":1,"n":{"x":[1,2]}}))
+                ),
+                (2, "t_a".into(), decoded(Op::Update, json!({"id":2}))),
+                (3, "t_a".into(), decoded(Op::Delete, json!({}))),
+            ]
+        );
+        let (out, truncates) = encoded(&topic("t"), 3, text).unwrap().unwrap();
+        assert_eq!(truncates, 1);
+        assert_eq!(out[0].table.as_deref(), Some("s.a"));
+    }
+
+    #[test]
+    fn an_inserts_value_is_the_spools_bytes() {
+        let text = b"I{\"id\": 1}\n";
+        let (out, _) = encoded(&topic("t"), 3, text).unwrap().unwrap();
+        assert!(matches!(out[0].value, Some(Cow::Borrowed(b"{\"id\": 1}"))));
+        assert_eq!(out[0].table, None);
+    }
+
+    #[test]
+    fn schemas_markers_and_first_format_lines_are_decoded_instead() {
+        for line in [
+            "S{\"id\":{\"type\":\"int\"}}",
+            "M{\"_abrq_marker\":\"commit\"}",
+            "{\"Record\":{}}",
+        ] {
+            let text = format!("I{{\"id\":1}}\n{line}\n");
+            assert!(
+                encoded(&topic("t"), 3, text.as_bytes()).unwrap().is_none(),
+                "{line}"
+            );
+        }
+    }
+
+    #[test]
+    fn bad_lines_are_refused_naming_the_item_and_seq() {
+        let e = encoded(&topic("t"), 9, b"I{\"id\":1}\nI{\"id\":\n")
+            .err()
+            .unwrap();
+        let said = e.to_string();
+        assert!(said.contains("spool payload of seq 9"), "{said}");
+        assert!(said.contains("line 2"), "{said}");
+        let e = encoded(&topic("t"), 9, b"U{\"_abrq_op\":\"x\"}\n")
+            .err()
+            .unwrap();
+        assert!(e
+            .to_string()
+            .contains("a update record has a field named _abrq_op"));
+    }
+}
