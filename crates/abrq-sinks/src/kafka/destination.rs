@@ -2,7 +2,7 @@
 //! delivered only when every record's delivery report succeeded.
 
 use std::borrow::Cow;
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -10,25 +10,28 @@ use std::time::Duration;
 use abrq_core::{Batch, CheckReport, DeliveryError, DeliveryReport, Destination, Item, Op};
 use async_trait::async_trait;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode as Code};
-use rdkafka::producer::future_producer::OwnedDeliveryResult;
-use rdkafka::producer::{DeliveryFuture, FutureProducer, FutureRecord, Producer, PurgeConfig};
+use rdkafka::producer::{BaseRecord, Producer, PurgeConfig, ThreadedProducer};
 use tokio_util::task::AbortOnDropHandle;
 
 use super::cloudevents;
 use super::config::{KafkaSettings, MessageFormat};
-use super::context::ClientErrors;
 use super::debezium;
 use super::errors::kafka_error;
 use super::markers;
 use super::message;
 use super::metadata::{fetch_partitions, fetch_topic_count, CHECK_WAIT, METADATA_TIMEOUT};
+use super::reports::Context;
 use crate::failure::Failure;
 
-pub(super) type KafkaProducer = FutureProducer<ClientErrors>;
+pub(super) type KafkaProducer = ThreadedProducer<Context>;
 
 /// Batches one attempt keeps in flight at most (the engine also caps the
 /// records it holds decoded).
 const GROUP_BATCHES: usize = 16;
+
+/// How long a send waits when librdkafka's queue is full, before it
+/// offers the same record again.
+const QUEUE_FULL_WAIT: Duration = Duration::from_millis(2);
 
 /// How often an attempt looks for a refusal (see `purge_if_refused`).
 const REFUSAL_POLL: Duration = Duration::from_millis(250);
@@ -87,7 +90,7 @@ pub struct KafkaDestination {
     /// connect, and `build()` must do no I/O.
     producer: Mutex<Option<KafkaProducer>>,
     /// Shared with every producer made: outlives their rebuilds.
-    client_errors: ClientErrors,
+    context: Context,
     /// Each topic's partition count for round-robin placement; forgotten
     /// after a failed attempt, so added partitions are picked up.
     partitions: Mutex<HashMap<Arc<str>, i32>>,
@@ -99,7 +102,7 @@ impl KafkaDestination {
         KafkaDestination {
             settings,
             producer: Mutex::new(None),
-            client_errors: ClientErrors::default(),
+            context: Context::default(),
             partitions: Mutex::new(HashMap::new()),
             next_partition: AtomicUsize::new(0),
         }
@@ -117,7 +120,7 @@ impl KafkaDestination {
         let p: KafkaProducer = self
             .settings
             .client_config()
-            .create_with_context(self.client_errors.clone())
+            .create_with_context(self.context.clone())
             .map_err(|e| kafka_error("create a producer", self.settings.topic.template(), e))?;
         *slot = Some(p.clone());
         Ok(p)
@@ -136,7 +139,7 @@ impl KafkaDestination {
         if let Some(n) = self.cached_partitions().get(topic) {
             return Ok(*n);
         }
-        let errors = self.client_errors.clone();
+        let errors = self.context.errors.clone();
         let n = fetch_partitions(producer.clone(), topic.to_string(), errors, wait).await?;
         self.cached_partitions().insert(topic.clone(), n);
         Ok(n)
@@ -311,11 +314,14 @@ impl KafkaDestination {
         work: &[(&Batch, Vec<Encoded<'_>>)],
         partitions: &HashMap<Arc<str>, i32>,
     ) -> Result<(), DeliveryError> {
-        let mut pending: VecDeque<(usize, usize, DeliveryFuture)> = VecDeque::new();
+        let attempt = self.context.begin();
+        let tally = &attempt.tally;
         let mut failed: Option<DeliveryError> = None;
-        let topic = |b: usize, i: usize| topic_of(&work[b].1, i);
-        'batches: for (b, (batch, records)) in work.iter().enumerate() {
+        'batches: for (batch, records) in work {
             for m in records {
+                if tally.has_failed() {
+                    break 'batches;
+                }
                 let id = message::idempotency_key(&batch.meta.idempotency_key, m.index, m.part);
                 let headers = message::headers(
                     &id,
@@ -325,7 +331,9 @@ impl KafkaDestination {
                     &m.extra,
                 );
                 let name: &str = &m.topic;
-                let mut rec = FutureRecord::<str, [u8]>::to(name).headers(headers);
+                let mut rec =
+                    BaseRecord::<str, [u8], usize>::with_opaque_to(name, attempt.number(m.index))
+                        .headers(headers);
                 if let Some(v) = &m.value {
                     rec = rec.payload(v.as_ref());
                 }
@@ -338,61 +346,32 @@ impl KafkaDestination {
                     (None, None) => {}
                 }
                 loop {
-                    match producer.send_result(rec) {
-                        Ok(f) => {
-                            pending.push_back((b, m.index, f));
-                            break;
-                        }
-                        // librdkafka's queue is full: wait for the oldest
-                        // report (freeing room), then offer the same record
-                        // again.
+                    tally.sending();
+                    match producer.send(rec) {
+                        Ok(()) => break,
+                        // librdkafka's queue is full: let reports free room,
+                        // then offer the same record again.
                         Err((KafkaError::MessageProduction(Code::QueueFull), back)) => {
+                            tally.not_sent();
                             rec = back;
-                            match pending.pop_front() {
-                                Some((b, i, f)) => note(&mut failed, &topic(b, i), i, f.await),
-                                None => tokio::time::sleep(Duration::from_millis(5)).await,
-                            }
+                            tokio::time::sleep(QUEUE_FULL_WAIT).await;
                         }
                         Err((e, _)) => {
-                            failed.get_or_insert(kafka_error("send", name, e).at_record(m.index));
-                            break;
+                            tally.not_sent();
+                            failed = Some(kafka_error("send", name, e).at_record(m.index));
+                            break 'batches;
                         }
                     }
                 }
-                if failed.is_some() {
-                    break 'batches;
-                }
             }
         }
-        for (b, i, f) in pending {
-            note(&mut failed, &topic(b, i), i, f.await);
+        let reported = tally.settled().await;
+        match (failed, reported) {
+            (Some(e), _) => Err(e),
+            (None, Some(f)) => Err(kafka_error("deliver", &f.topic, f.error).at_record(f.index)),
+            (None, None) => Ok(()),
         }
-        failed.map_or(Ok(()), Err)
     }
-}
-
-/// The topic of the record at batch item `index`, for messages.
-fn topic_of(records: &[Encoded<'_>], index: usize) -> Arc<str> {
-    let at = records.partition_point(|m| m.index < index);
-    records
-        .get(at)
-        .map_or_else(|| Arc::from(""), |m| m.topic.clone())
-}
-
-/// Keeps the first failure among the delivery reports. `Canceled` is the
-/// report channel's error: the producer went away with the record unreported.
-fn note<Canceled>(
-    failed: &mut Option<DeliveryError>,
-    topic: &str,
-    index: usize,
-    report: Result<OwnedDeliveryResult, Canceled>,
-) {
-    let err = match report {
-        Ok(Ok(_)) => return,
-        Ok(Err((e, _))) => e,
-        Err(_) => KafkaError::Canceled,
-    };
-    failed.get_or_insert(kafka_error("deliver", topic, err).at_record(index));
 }
 
 #[async_trait]
@@ -439,10 +418,10 @@ impl KafkaDestination {
     fn explained<T>(&self, result: Result<T, DeliveryError>) -> Result<T, DeliveryError> {
         match result {
             Ok(v) => {
-                self.client_errors.clear();
+                self.context.errors.clear();
                 Ok(v)
             }
-            Err(e) => match self.client_errors.last() {
+            Err(e) => match self.context.errors.last() {
                 Some(why) if e.is_transient() => Err(e.with_note(why)),
                 _ => Err(e),
             },
@@ -500,7 +479,7 @@ impl KafkaDestination {
     /// the attempt fails now with the reason instead of after the message
     /// timeout, and the breaker can open in seconds.
     fn purge_if_refused(&self, producer: &KafkaProducer) -> AbortOnDropHandle<()> {
-        let (producer, errors) = (producer.clone(), self.client_errors.clone());
+        let (producer, errors) = (producer.clone(), self.context.errors.clone());
         let started = std::time::Instant::now();
         AbortOnDropHandle::new(tokio::spawn(async move {
             loop {
@@ -519,7 +498,7 @@ impl KafkaDestination {
         let topic = &self.settings.topic;
         let brokers = &self.settings.brokers;
         if topic.per_table() {
-            let errors = self.client_errors.clone();
+            let errors = self.context.errors.clone();
             let what = topic.template().to_string();
             let n = fetch_topic_count(producer, what, errors, CHECK_WAIT).await?;
             return Ok(CheckReport {

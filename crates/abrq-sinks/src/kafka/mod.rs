@@ -15,6 +15,7 @@ mod lines;
 mod markers;
 pub mod message;
 mod metadata;
+mod reports;
 pub mod topic;
 
 #[cfg(test)]
