@@ -78,15 +78,7 @@ database = "{topic}"
     abrq.kill();
 
     // Batch 2 rots on disk while abrq is down.
-    let db = rusqlite::Connection::open(abrq.path("data/state.db")).expect("open state.db");
-    let n = db
-        .execute(
-            "UPDATE spool SET payload = CAST('I{\"b\":2}' || char(10) || 'I{\"b\":' AS BLOB) WHERE seq = 2",
-            [],
-        )
-        .expect("corrupt the payload");
-    assert_eq!(n, 1);
-    drop(db);
+    abrq.rot_spooled(2, b"I{\"b\":2}\nI{\"b\":");
 
     abrq.start().await;
     abrq.act(STREAM, "k", "resume").await;

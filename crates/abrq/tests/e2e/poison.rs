@@ -153,15 +153,7 @@ format = "jsonl"
     abrq.kill();
 
     // Batch 2 rots on disk while abrq is down (b still needs it).
-    let db = rusqlite::Connection::open(abrq.path("data/state.db")).expect("open state.db");
-    let n = db
-        .execute(
-            "UPDATE spool SET payload = CAST('I{\"i\":2}' || char(10) || 'I{\"i\":' AS BLOB) WHERE seq = 2",
-            [],
-        )
-        .expect("corrupt the payload");
-    assert_eq!(n, 1);
-    drop(db);
+    abrq.rot_spooled(2, b"I{\"i\":2}\nI{\"i\":");
 
     abrq.start().await;
     abrq.act("s", "b", "resume").await;

@@ -71,6 +71,19 @@ impl Abrq {
         self.tmp.as_ref().expect("temp dir").path()
     }
 
+    /// Overwrites the spooled payload of batch `seq` in the SQLite state,
+    /// as rot on disk would; abrq must be stopped.
+    pub fn rot_spooled(&self, seq: u64, payload: &[u8]) {
+        let db = rusqlite::Connection::open(self.path("data/state.db")).expect("open state.db");
+        let n = db
+            .execute(
+                "UPDATE spool SET payload = ?1 WHERE seq = ?2",
+                rusqlite::params![payload, seq as i64],
+            )
+            .expect("corrupt the payload");
+        assert_eq!(n, 1, "batch {seq} is spooled");
+    }
+
     /// A path inside the test's directory.
     pub fn path(&self, rel: &str) -> PathBuf {
         self.dir().join(rel)
