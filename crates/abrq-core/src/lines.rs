@@ -153,61 +153,91 @@ impl Names {
 /// as a full parse would but keeping nothing, and says which of `wanted`
 /// (at most 64) are among its top-level names.
 pub fn names(json: &[u8], wanted: &'static [&'static str]) -> serde_json::Result<Names> {
-    // skipped strings are not checked for UTF-8 by the parser
-    std::str::from_utf8(json).map_err(serde_json::Error::custom)?;
-    crate::json::from_slice_seed(json, Top(wanted))
+    names_and_field(json, wanted, None).map(|(names, _)| names)
 }
 
-struct Top(&'static [&'static str]);
+/// [`names`], and the value of the top-level name `field` if it is one of
+/// them (the last one, as a decoded map keeps it); only that value is
+/// built.
+pub fn names_and_field(
+    json: &[u8],
+    wanted: &'static [&'static str],
+    field: Option<&str>,
+) -> serde_json::Result<(Names, Option<serde_json::Value>)> {
+    // skipped strings are not checked for UTF-8 by the parser
+    std::str::from_utf8(json).map_err(serde_json::Error::custom)?;
+    crate::json::from_slice_seed(json, Top { wanted, field })
+}
 
-impl<'de> serde::de::DeserializeSeed<'de> for Top {
-    type Value = Names;
+struct Top<'f> {
+    wanted: &'static [&'static str],
+    field: Option<&'f str>,
+}
 
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Names, D::Error> {
+impl<'de> serde::de::DeserializeSeed<'de> for Top<'_> {
+    type Value = (Names, Option<serde_json::Value>);
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
         d.deserialize_map(self)
     }
 }
 
-impl<'de> Visitor<'de> for Top {
-    type Value = Names;
+impl<'de> Visitor<'de> for Top<'_> {
+    type Value = (Names, Option<serde_json::Value>);
 
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.write_str("a JSON object")
     }
 
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Names, A::Error> {
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
         let mut names = Names::default();
-        while let Some(key) = map.next_key_seed(Key(self.0))? {
+        let mut value = None;
+        let key = Key {
+            wanted: self.wanted,
+            field: self.field,
+        };
+        while let Some((wanted, is_field)) = map.next_key_seed(key)? {
             names.len += 1;
-            if let Some(i) = key {
+            if let Some(i) = wanted {
                 names.found |= 1 << i;
             }
-            map.next_value::<IgnoredAny>()?;
+            match is_field {
+                true => value = Some(map.next_value::<serde_json::Value>()?),
+                false => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
         }
-        Ok(names)
+        Ok((names, value))
     }
 }
 
-/// A key: the index of the wanted name it is, if any.
-struct Key(&'static [&'static str]);
+/// A key: the index of the wanted name it is, if any, and whether it is
+/// the field asked for.
+#[derive(Clone, Copy)]
+struct Key<'f> {
+    wanted: &'static [&'static str],
+    field: Option<&'f str>,
+}
 
-impl<'de> serde::de::DeserializeSeed<'de> for Key {
-    type Value = Option<usize>;
+impl<'de> serde::de::DeserializeSeed<'de> for Key<'_> {
+    type Value = (Option<usize>, bool);
 
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Option<usize>, D::Error> {
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
         d.deserialize_str(self)
     }
 }
 
-impl Visitor<'_> for Key {
-    type Value = Option<usize>;
+impl Visitor<'_> for Key<'_> {
+    type Value = (Option<usize>, bool);
 
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.write_str("a name")
     }
 
-    fn visit_str<E>(self, v: &str) -> Result<Option<usize>, E> {
-        Ok(self.0.iter().position(|w| *w == v))
+    fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+        let wanted = self.wanted.iter().position(|w| *w == v);
+        Ok((wanted, self.field == Some(v)))
     }
 }
 
@@ -251,6 +281,17 @@ mod tests {
         ] {
             assert!(names(bad, WANTED).is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn a_field_is_read_at_the_top_only_the_last_one_kept() {
+        let json = br#"{"k":{"k":1},"n":[1],"k":"v\u0041","_abrq_op":2}"#;
+        let (n, v) = names_and_field(json, WANTED, Some("k")).unwrap();
+        assert_eq!((n.len, n.has(1)), (4, true));
+        assert_eq!(v, Some(serde_json::json!("vA")));
+        let (_, v) = names_and_field(br#"{"a":{"k":1}}"#, WANTED, Some("k")).unwrap();
+        assert_eq!(v, None);
+        assert!(names_and_field(br#"{"k":1,"a":}"#, WANTED, Some("k")).is_err());
     }
 
     #[test]

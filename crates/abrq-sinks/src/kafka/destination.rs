@@ -173,8 +173,9 @@ impl KafkaDestination {
         let Some(bytes) = &batch.lines else {
             return self.encode_items(batch, report);
         };
+        let key = self.settings.partition_key.as_deref();
         if let Some((out, truncates)) =
-            super::lines::encoded(&self.settings.topic, batch.meta.seq, bytes)?
+            super::lines::encoded(&self.settings.topic, key, batch.meta.seq, bytes)?
         {
             report.ignored_truncates += truncates;
             return Ok(out);
@@ -390,10 +391,10 @@ impl Destination for KafkaDestination {
         GROUP_BATCHES
     }
 
-    /// `json` messages without a `partition_key` are written from the
-    /// spool's lines (`lines.rs`): no record is decoded into a map.
+    /// `json` messages are written from the spool's lines (`lines.rs`):
+    /// no record is decoded into a map.
     fn reads_lines(&self) -> bool {
-        self.settings.format == MessageFormat::Json && self.settings.partition_key.is_none()
+        self.settings.format == MessageFormat::Json
     }
 
     /// Several batches' records in flight at once; a failure fails the

@@ -1,9 +1,10 @@
 //! `json` messages written straight from a spooled batch's lines
 //! (`Batch::lines`): a record's object is checked (JSON of any depth, its
-//! top-level names read) and sent as the source gave it, with `_abrq_op`
-//! added before its closing brace when it is not an insert, as
-//! `message::value` writes it from a decoded record. An insert's value is
-//! the spool's own bytes, not copied.
+//! top-level names read, and only its `partition_key` field built) and
+//! sent as the source gave it, with `_abrq_op` added before its closing
+//! brace when it is not an insert, as `message::value` writes it from a
+//! decoded record. An insert's value is the spool's own bytes, not
+//! copied.
 //!
 //! Only what needs no decoding is taken this way: a batch with a schema
 //! line (a database source's keys become message keys), a transaction
@@ -29,6 +30,7 @@ const ADDED: &[&str] = &[OP_FIELD];
 /// with its own `_abrq_op` is an `encoding` failure naming its item.
 pub(super) fn encoded<'a>(
     topic: &Topic,
+    partition_key: Option<&str>,
     seq: u64,
     bytes: &'a [u8],
 ) -> Result<Option<(Vec<Encoded<'a>>, u64)>, DeliveryError> {
@@ -64,7 +66,7 @@ pub(super) fn encoded<'a>(
             }
             Line::Schema(_) | Line::Marker(_) | Line::Item(_) => return Ok(None),
         };
-        let names = lines::names(object, ADDED).map_err(json)?;
+        let (names, key) = lines::names_and_field(object, ADDED, partition_key).map_err(json)?;
         if !op.is_insert() && names.has(0) {
             return Err(fail(format!(
                 "a {} record has a field named {OP_FIELD}",
@@ -88,7 +90,7 @@ pub(super) fn encoded<'a>(
             op: op.as_str(),
             topic,
             table,
-            key: None,
+            key: key.as_ref().and_then(super::message::key_text),
             value: Some(value),
             part: "",
             extra: Vec::new(),
@@ -119,7 +121,9 @@ mod tests {
     }
 
     fn values(bytes: &[u8]) -> Vec<(usize, String, String)> {
-        let (out, _) = encoded(&topic("t_{table}"), 3, bytes).unwrap().unwrap();
+        let (out, _) = encoded(&topic("t_{table}"), None, 3, bytes)
+            .unwrap()
+            .unwrap();
         out.iter()
             .map(|m| {
                 let v = String::from_utf8(m.value.clone().unwrap().into_owned()).unwrap();
@@ -149,7 +153,7 @@ mod tests {
                 (3, "t_a".into(), decoded(Op::Delete, json!({}))),
             ]
         );
-        let (out, truncates) = encoded(&topic("t"), 3, text).unwrap().unwrap();
+        let (out, truncates) = encoded(&topic("t"), None, 3, text).unwrap().unwrap();
         assert_eq!(truncates, 1);
         assert_eq!(out[0].table.as_deref(), Some("s.a"));
     }
@@ -157,9 +161,25 @@ mod tests {
     #[test]
     fn an_inserts_value_is_the_spools_bytes() {
         let text = b"I{\"id\": 1}\n";
-        let (out, _) = encoded(&topic("t"), 3, text).unwrap().unwrap();
+        let (out, _) = encoded(&topic("t"), None, 3, text).unwrap().unwrap();
         assert!(matches!(out[0].value, Some(Cow::Borrowed(b"{\"id\": 1}"))));
         assert_eq!(out[0].table, None);
+    }
+
+    #[test]
+    fn keys_are_the_partition_key_fields_as_a_decoded_record_gives_them() {
+        let text = b"I{\"c\":\"x\\u0041\",\"n\":{\"c\":1}}\nI{\"c\":7.5}\nI{\"c\":null}\nI{}\n";
+        let (out, _) = encoded(&topic("t"), Some("c"), 3, text).unwrap().unwrap();
+        let keys: Vec<Option<&str>> = out.iter().map(|m| m.key.as_deref()).collect();
+        assert_eq!(keys, vec![Some("xA"), Some("7.5"), None, None]);
+        for (m, line) in out.iter().zip(text.split(|&b| b == b'\n')) {
+            let fields = serde_json::from_slice(&line[1..]).unwrap();
+            let r = Record {
+                op: Op::Insert,
+                fields,
+            };
+            assert_eq!(m.key, super::super::message::key(&r, "c"));
+        }
     }
 
     #[test]
@@ -171,7 +191,9 @@ mod tests {
         ] {
             let text = format!("I{{\"id\":1}}\n{line}\n");
             assert!(
-                encoded(&topic("t"), 3, text.as_bytes()).unwrap().is_none(),
+                encoded(&topic("t"), None, 3, text.as_bytes())
+                    .unwrap()
+                    .is_none(),
                 "{line}"
             );
         }
@@ -179,13 +201,13 @@ mod tests {
 
     #[test]
     fn bad_lines_are_refused_naming_the_item_and_seq() {
-        let e = encoded(&topic("t"), 9, b"I{\"id\":1}\nI{\"id\":\n")
+        let e = encoded(&topic("t"), None, 9, b"I{\"id\":1}\nI{\"id\":\n")
             .err()
             .unwrap();
         let said = e.to_string();
         assert!(said.contains("spool payload of seq 9"), "{said}");
         assert!(said.contains("line 2"), "{said}");
-        let e = encoded(&topic("t"), 9, b"U{\"_abrq_op\":\"x\"}\n")
+        let e = encoded(&topic("t"), None, 9, b"U{\"_abrq_op\":\"x\"}\n")
             .err()
             .unwrap();
         assert!(e

@@ -35,7 +35,12 @@ pub fn value(record: &Record, index: usize) -> Result<Vec<u8>, DeliveryError> {
 /// quotes, anything else as its JSON text). None when the field is absent
 /// or null: such a record is placed round-robin like an unkeyed one.
 pub fn key(record: &Record, field: &str) -> Option<String> {
-    match record.fields.get(field)? {
+    key_text(record.fields.get(field)?)
+}
+
+/// A key field's value as the message key (see [`key`]).
+pub fn key_text(value: &Value) -> Option<String> {
+    match value {
         Value::Null => None,
         Value::String(s) => Some(s.clone()),
         other => Some(other.to_string()),

@@ -1,4 +1,4 @@
-//! `json` messages without a `partition_key` are sent from the spool's
+//! `json` messages (here without a `partition_key`) are sent from the spool's
 //! lines, not decoded records, through the binary against the real
 //! broker (a consumer reads them back with its own client): each value is
 //! the record as ingested, its headers say the batch's idempotency key and
