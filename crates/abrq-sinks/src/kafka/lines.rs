@@ -80,7 +80,7 @@ pub(super) fn encoded<'a>(
             let t = table.as_ref().map(|t| Arc::<str>::from(t.to_string()));
             scope = Some((Arc::from(name), t));
         }
-        let (topic, table) = scope.clone().expect("set above");
+        let (name, table_name) = scope.clone().expect("set above");
         let value = match op.is_insert() {
             true => Cow::Borrowed(object),
             false => Cow::Owned(with_op(object, names.len > 0, op.as_str())),
@@ -88,8 +88,8 @@ pub(super) fn encoded<'a>(
         out.push(Encoded {
             index,
             op: op.as_str(),
-            topic,
-            table,
+            topic: name,
+            table: table_name,
             key: key.as_ref().and_then(super::message::key_text),
             value: Some(value),
             part: "",
@@ -106,7 +106,9 @@ fn with_op(object: &[u8], has_fields: bool, op: &str) -> Vec<u8> {
     if has_fields {
         v.push(b',');
     }
-    v.extend_from_slice(format!("\"{OP_FIELD}\":\"{op}\"}}").as_bytes());
+    for part in ["\"", OP_FIELD, "\":\"", op, "\"}"] {
+        v.extend_from_slice(part.as_bytes());
+    }
     v
 }
 
