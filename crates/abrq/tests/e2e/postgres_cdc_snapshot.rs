@@ -130,10 +130,14 @@ mode = "upsert"
     let mut staged = 0;
     for kill in 0..3 {
         write(&src, &table, &mut next_id).await;
-        // a few more pages of the copy staged, the copy not done
+        // a few more pages of the copy staged, the copy not done; by this
+        // process (the one before may have staged past `staged` before it
+        // was killed), so its source has reported where it is
         let st = abrq
             .wait_status("s", "more of the copy staged", |st| {
                 u(&st["spool"]["last_seq"]) > staged + 2
+                    && u(&st["source"]["staged_batches"]) > 0
+                    && !st["source"]["position"].is_null()
             })
             .await;
         staged = u(&st["spool"]["last_seq"]);
