@@ -369,7 +369,9 @@ impl KafkaDestination {
         let reported = tally.settled().await;
         match (failed, reported) {
             (Some(e), _) => Err(e),
-            (None, Some(f)) => Err(kafka_error("deliver", &f.topic, f.error).at_record(f.index)),
+            (None, Some(f)) => {
+                Err(kafka_error("deliver", &f.topic, f.error.clone()).at_record(f.index))
+            }
             (None, None) => Ok(()),
         }
     }

@@ -13,13 +13,13 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use abrq_core::lines::{self, Line, LineError};
+use abrq_core::lines::{self, Line};
 use abrq_core::{DeliveryError, TableRef};
 
 use super::destination::Encoded;
 use super::topic::Topic;
-use crate::failure::Failure;
-use crate::object::encode::OP_FIELD;
+use crate::object::encode::{op_field_taken, OP_FIELD};
+use crate::spooled;
 
 /// The top-level name a changed row must not have.
 const ADDED: &[&str] = &[OP_FIELD];
@@ -39,21 +39,9 @@ pub(super) fn encoded<'a>(
     // the current scope's topic and table name
     let mut scope: Option<(Arc<str>, Option<Arc<str>>)> = None;
     let mut table: Option<TableRef> = None;
-    for (index, (number, line)) in lines::lines(bytes).enumerate() {
-        let fail = |said: String| {
-            Failure::Encoding {
-                record: Some(index),
-            }
-            .error(said)
-        };
-        let unreadable = |e: LineError| fail(lines::undecodable(seq, &e));
-        let json = |source| {
-            unreadable(LineError::Json {
-                line: number,
-                source,
-            })
-        };
-        let (op, object) = match line.map_err(unreadable)? {
+    for (at, line) in spooled::lines(seq, bytes) {
+        let json = |e| at.json(e);
+        let (op, object) = match line? {
             Line::Record { op, object } => (op, object.trim_ascii()),
             Line::Table(j) => {
                 table = Some(lines::table(j).map_err(json)?);
@@ -68,25 +56,27 @@ pub(super) fn encoded<'a>(
         };
         let (names, key) = lines::names_and_field(object, ADDED, partition_key).map_err(json)?;
         if !op.is_insert() && names.has(0) {
-            return Err(fail(format!(
-                "a {} record has a field named {OP_FIELD}",
-                op.as_str()
-            )));
+            return Err(at.fail(op_field_taken(op)));
         }
         if scope.is_none() {
             let name = topic
                 .render(table.as_ref())
-                .map_err(|e| fail(e.to_string()))?;
+                .map_err(|e| at.fail(e.to_string()))?;
             let t = table.as_ref().map(|t| Arc::<str>::from(t.to_string()));
             scope = Some((Arc::from(name), t));
         }
         let (name, table_name) = scope.clone().expect("set above");
-        let value = match op.is_insert() {
-            true => Cow::Borrowed(object),
-            false => Cow::Owned(with_op(object, names.len > 0, op.as_str())),
+        let value = match spooled::op_value(op) {
+            None => Cow::Borrowed(object),
+            Some(v) => {
+                let mut added = Vec::with_capacity(object.len() + 24);
+                spooled::object_with(&mut added, object, names.len > 0, &[Some((OP_FIELD, v))])
+                    .expect("a Vec takes every write");
+                Cow::Owned(added)
+            }
         };
         out.push(Encoded {
-            index,
+            index: at.index,
             op: op.as_str(),
             topic: name,
             table: table_name,
@@ -97,19 +87,6 @@ pub(super) fn encoded<'a>(
         });
     }
     Ok(Some((out, truncates)))
-}
-
-/// A checked object with `"_abrq_op"` added before its closing brace.
-fn with_op(object: &[u8], has_fields: bool, op: &str) -> Vec<u8> {
-    let mut v = Vec::with_capacity(object.len() + OP_FIELD.len() + op.len() + 6);
-    v.extend_from_slice(&object[..object.len() - 1]);
-    if has_fields {
-        v.push(b',');
-    }
-    for part in ["\"", OP_FIELD, "\":\"", op, "\"}"] {
-        v.extend_from_slice(part.as_bytes());
-    }
-    v
 }
 
 #[cfg(test)]

@@ -4,8 +4,8 @@
 //! [`Tally`]; the attempt waits once for the count to reach zero.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use rdkafka::error::KafkaError;
 use rdkafka::message::Message;
@@ -119,30 +119,19 @@ impl Drop for Registered {
 }
 
 /// How many of an attempt's messages await their report, and its first
-/// failure.
+/// failure. Counted without a lock: it is touched twice per message.
 #[derive(Default)]
 pub(super) struct Tally {
-    state: Mutex<State>,
-    /// Set with the first failure, read without the lock by the sender.
-    failed: AtomicBool,
+    outstanding: AtomicUsize,
+    first: OnceLock<Failed>,
     settled: Notify,
 }
 
-#[derive(Default)]
-struct State {
-    outstanding: usize,
-    first: Option<Failed>,
-}
-
 impl Tally {
-    fn state(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
     /// A message is about to be handed to the producer (counted first: its
     /// report may come before `send` returns).
     pub(super) fn sending(&self) {
-        self.state().outstanding += 1;
+        self.outstanding.fetch_add(1, Ordering::AcqRel);
     }
 
     /// The producer did not take it after all.
@@ -151,33 +140,28 @@ impl Tally {
     }
 
     fn reported(&self, failure: Option<Failed>) {
-        let mut state = self.state();
-        state.outstanding -= 1;
         if let Some(f) = failure {
-            self.failed.store(true, Ordering::Relaxed);
-            state.first.get_or_insert(f);
+            // the first failure is kept; later ones say no more
+            let _ = self.first.set(f);
         }
-        if state.outstanding == 0 {
+        if self.outstanding.fetch_sub(1, Ordering::AcqRel) == 1 {
             self.settled.notify_waiters();
         }
     }
 
     /// Whether a report has failed: the sender stops sending.
     pub(super) fn has_failed(&self) -> bool {
-        self.failed.load(Ordering::Relaxed)
+        self.first.get().is_some()
     }
 
     /// Waits until every message sent has its report; the first failure.
-    pub(super) async fn settled(&self) -> Option<Failed> {
+    pub(super) async fn settled(&self) -> Option<&Failed> {
         loop {
             let notified = self.settled.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            {
-                let mut state = self.state();
-                if state.outstanding == 0 {
-                    return state.first.take();
-                }
+            if self.outstanding.load(Ordering::Acquire) == 0 {
+                return self.first.get();
             }
             notified.await;
         }

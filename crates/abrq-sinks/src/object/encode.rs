@@ -249,12 +249,14 @@ pub fn check_op_field(r: &Record, index: usize) -> Result<(), DeliveryError> {
         return Err(Failure::Encoding {
             record: Some(index),
         }
-        .error(format!(
-            "a {} record has a field named {OP_FIELD}",
-            r.op.as_str()
-        )));
+        .error(op_field_taken(r.op)));
     }
     Ok(())
+}
+
+/// Why a changed row with its own `_abrq_op` is refused.
+pub fn op_field_taken(op: Op) -> String {
+    format!("a {} record has a field named {OP_FIELD}", op.as_str())
 }
 
 /// A record as one flat JSON object (a JSON line, a Kafka value): its

@@ -5,13 +5,14 @@
 //! into maps. The lines say what `encode::write_jsonl` says from items; only
 //! a source's own spacing inside an object stays.
 
-use std::io::{self, Write};
+use std::io::Write;
 
-use abrq_core::lines::{self, Line, LineError};
+use abrq_core::lines::{self, Line};
 use abrq_core::DeliveryError;
 
-use super::encode::{OP_FIELD, TABLE_FIELD};
+use super::encode::{op_field_taken, OP_FIELD, TABLE_FIELD};
 use crate::failure::Failure;
+use crate::spooled;
 
 /// The top-level names a record must not have when they are added.
 const ADDED: &[&str] = &[TABLE_FIELD, OP_FIELD];
@@ -36,41 +37,27 @@ pub(super) fn write_jsonl(
     bytes: &[u8],
 ) -> Result<Option<Counts>, DeliveryError> {
     let mut counts = Counts::default();
-    // the current table's name as a JSON string, ready to write
+    // the current table's name, and as a JSON string ready to write
     let mut table: Option<(String, String)> = None;
-    for (index, (number, line)) in lines::lines(bytes).enumerate() {
-        let fail = |said: String| {
-            Failure::Encoding {
-                record: Some(index),
-            }
-            .error(said)
-        };
-        let refuse = |e: String| fail(format!("line {number}: {e}"));
-        let unreadable = |e: LineError| fail(lines::undecodable(seq, &e));
-        let json = |source| {
-            unreadable(LineError::Json {
-                line: number,
-                source,
-            })
-        };
-        let written = match line.map_err(unreadable)? {
+    for (at, line) in spooled::lines(seq, bytes) {
+        let json = |e| at.json(e);
+        let written = match line? {
             Line::Record { op, object } => {
                 let names = lines::names(object, ADDED).map_err(json)?;
                 if let Some((name, _)) = table.as_ref().filter(|_| names.has(0)) {
-                    return Err(refuse(format!(
+                    return Err(at.refuse(format!(
                         "a record of table {name} has a field named {TABLE_FIELD}"
                     )));
                 }
                 if !op.is_insert() && names.has(1) {
-                    return Err(refuse(format!(
-                        "a {} record has a field named {OP_FIELD}",
-                        op.as_str()
-                    )));
+                    return Err(at.refuse(op_field_taken(op)));
                 }
-                let op = (!op.is_insert()).then(|| op.as_str());
-                let table = table.as_ref().map(|(_, quoted)| quoted.as_str());
+                let table = table
+                    .as_ref()
+                    .map(|(_, quoted)| (TABLE_FIELD, quoted.as_str()));
+                let op = spooled::op_value(op).map(|v| (OP_FIELD, v));
                 counts.rows += 1;
-                record(out, object.trim_ascii(), names.len > 0, table, op)
+                spooled::object_with(out, object.trim_ascii(), names.len > 0, &[table, op])
             }
             Line::Marker(object) => {
                 lines::names(object, &[]).map_err(json)?;
@@ -99,32 +86,6 @@ pub(super) fn write_jsonl(
             .map_err(|e| Failure::Encoding { record: None }.error(e))?;
     }
     Ok(Some(counts))
-}
-
-/// One record: the object as it is, or with `"_abrq_table"` and
-/// `"_abrq_op"` added before its closing brace.
-fn record(
-    out: &mut impl Write,
-    object: &[u8],
-    has_fields: bool,
-    table: Option<&str>,
-    op: Option<&str>,
-) -> io::Result<()> {
-    if table.is_none() && op.is_none() {
-        return out.write_all(object);
-    }
-    // a checked object ends in its closing brace
-    out.write_all(&object[..object.len() - 1])?;
-    let mut comma = has_fields;
-    for (name, value, quote) in [(TABLE_FIELD, table, ""), (OP_FIELD, op, "\"")] {
-        let Some(value) = value else { continue };
-        if comma {
-            out.write_all(b",")?;
-        }
-        write!(out, "\"{name}\":{quote}{value}{quote}")?;
-        comma = true;
-    }
-    out.write_all(b"}")
 }
 
 #[cfg(test)]
