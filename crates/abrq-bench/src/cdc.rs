@@ -337,7 +337,7 @@ async fn snapshot(args: &CdcArgs, pool: &PgPool) -> anyhow::Result<()> {
         n / copy
     );
     println!(
-        "| abrq: slot with snapshot, keyset pages of 10,000, spool, local jsonl | {ours:.2} | {:.0} |",
+        "| abrq: slot with snapshot, one COPY streamed in pages of 10,000, spool, local jsonl | {ours:.2} | {:.0} |",
         n / ours
     );
     println!("| ratio | {:.2} | |", copy / ours);

@@ -276,7 +276,7 @@ async fn snapshot(args: &MysqlCdcArgs, pool: &MySqlPool) -> anyhow::Result<()> {
         n / outfile
     );
     println!(
-        "| abrq: consistent snapshot, keyset pages of 10,000, spool, local jsonl | {ours:.2} | {:.0} |",
+        "| abrq: consistent snapshot, one query streamed in pages of 10,000, spool, local jsonl | {ours:.2} | {:.0} |",
         n / ours
     );
     println!("| ratio | {:.2} | |", outfile / ours);

@@ -73,11 +73,29 @@ pub fn op_tag(op: Op) -> u8 {
 /// The payload's lines in order, each with its 1-based line number; blank
 /// lines are skipped.
 pub fn lines(bytes: &[u8]) -> impl Iterator<Item = (usize, Result<Line<'_>, LineError>)> {
-    bytes
-        .split(|&b| b == b'\n')
+    split_lines(bytes)
         .enumerate()
         .filter(|(_, l)| !l.iter().all(u8::is_ascii_whitespace))
         .map(|(i, l)| (i + 1, line(i + 1, l)))
+}
+
+/// `bytes` split at each newline, as `split` would (a last piece after
+/// the last newline, empty if it ends the payload), found a word at a time.
+pub fn split_lines(bytes: &[u8]) -> impl Iterator<Item = &[u8]> {
+    let mut rest = Some(bytes);
+    std::iter::from_fn(move || {
+        let r = rest?;
+        match memchr::memchr(b'\n', r) {
+            Some(at) => {
+                rest = Some(&r[at + 1..]);
+                Some(&r[..at])
+            }
+            None => {
+                rest = None;
+                Some(r)
+            }
+        }
+    })
 }
 
 fn line(number: usize, line: &[u8]) -> Result<Line<'_>, LineError> {

@@ -81,15 +81,11 @@ pub fn encoded_len(item: &Item) -> Result<u64, serde_json::Error> {
 /// How many of a payload's lines are records (the others are a table's
 /// scope, columns, a truncate or a marker).
 pub fn record_lines(bytes: &[u8]) -> u64 {
-    let mut at_start = true;
-    let mut n = 0;
-    for &b in bytes {
-        if at_start && abrq_core::lines::tag_op(b).is_some() {
-            n += 1;
-        }
-        at_start = b == b'\n';
-    }
-    n
+    let records = abrq_core::lines::split_lines(bytes).filter(|line| {
+        line.first()
+            .is_some_and(|&b| abrq_core::lines::tag_op(b).is_some())
+    });
+    records.count() as u64
 }
 
 fn write_item<W: io::Write>(mut w: W, item: &Item) -> Result<(), serde_json::Error> {

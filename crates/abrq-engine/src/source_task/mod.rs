@@ -107,11 +107,11 @@ pub(crate) fn backfill_ask(entry: &abrq_state::AuditEntry) -> abrq_sources::Back
 fn encode(batch: Chunk) -> Result<NewBatch, serde_json::Error> {
     let mut encoded = NewBatch::from_items(&batch.items, batch.bytes)?;
     encoded.records += abrq_state::payload::record_lines(&batch.kept);
-    if encoded.payload.is_empty() {
-        encoded.payload = batch.kept;
-    } else {
-        encoded.payload.extend_from_slice(&batch.kept);
-    }
+    // the items' few lines go before the kept ones in the kept buffer:
+    // a page's megabytes are moved, not copied into a new one
+    let mut payload = batch.kept;
+    payload.splice(0..0, std::mem::take(&mut encoded.payload));
+    encoded.payload = payload;
     Ok(encoded)
 }
 

@@ -124,12 +124,15 @@ pub fn read_rows(page: &mut Chunk) {
         }
     }
     let (insert, read) = (op_tag(Op::Insert), op_tag(Op::Read));
-    let mut at_start = true;
-    for b in &mut page.kept {
-        if at_start && *b == insert {
-            *b = read;
+    let mut at = 0;
+    while let Some(tag) = page.kept.get_mut(at) {
+        if *tag == insert {
+            *tag = read;
         }
-        at_start = *b == b'\n';
+        match memchr::memchr(b'\n', &page.kept[at..]) {
+            Some(end) => at += end + 1,
+            None => break,
+        }
     }
 }
 

@@ -92,12 +92,7 @@ pub async fn page(
     filter: Option<&Expr>,
     limit: u64,
 ) -> Result<(Vec<Map<String, Value>>, bool), SourceError> {
-    let key: Vec<&str> = shape
-        .columns
-        .iter()
-        .filter(|c| c.key)
-        .map(|c| c.name.as_str())
-        .collect();
+    let key: Vec<&str> = key_names(shape);
     if key.is_empty() {
         return Err(SourceError::new(
             Failure::NoKey,
@@ -108,24 +103,7 @@ pub async fn page(
             ),
         ));
     }
-    let cols: Vec<String> = shape.columns.iter().map(|c| quote(&c.name)).collect();
-    let keys: Vec<String> = key.iter().map(|k| quote(k)).collect();
-    let mut sql = format!("SELECT {} FROM {}", cols.join(", "), table.quoted());
-    let mut params: Vec<V> = Vec::new();
-    let mut conditions: Vec<String> = Vec::new();
-    if let Some(after) = after {
-        let marks = vec!["?"; keys.len()].join(", ");
-        conditions.push(format!("({}) > ({marks})", keys.join(", ")));
-        let key_cols = shape.columns.iter().filter(|c| c.key);
-        params.extend(key_cols.zip(after).map(|(c, v)| values::param(Some(c), v)));
-    }
-    if let Some(f) = filter {
-        conditions.push(f.to_sql(Dialect::Mysql));
-    }
-    if !conditions.is_empty() {
-        sql.push_str(&format!(" WHERE {}", conditions.join(" AND ")));
-    }
-    sql.push_str(&format!(" ORDER BY {} LIMIT {limit}", keys.join(", ")));
+    let (sql, params) = keyset_sql(table, shape, after, filter, Some(limit));
     let rows: Vec<mysql_async::Row> = conn
         .exec(&sql, Params::Positional(params))
         .await
@@ -153,32 +131,55 @@ pub async fn page(
     Ok((out, more))
 }
 
-/// A page of a table without a key inside the copy's one snapshot: the
-/// rows after the first `done`, in the order the snapshot reads them.
-pub async fn page_by_count(
-    conn: &mut Conn,
+fn key_names(shape: &Shape) -> Vec<&str> {
+    let key = shape.columns.iter().filter(|c| c.key);
+    key.map(|c| c.name.as_str()).collect()
+}
+
+/// The query of `table`'s rows after `after` in key order, at most
+/// `limit` of them (`None`: all), and its parameters.
+pub fn keyset_sql(
     table: &TableName,
     shape: &Shape,
-    done: u64,
-    limit: u64,
-) -> Result<(Vec<Map<String, Value>>, bool), SourceError> {
+    after: Option<&[Value]>,
+    filter: Option<&Expr>,
+    limit: Option<u64>,
+) -> (String, Vec<V>) {
     let cols: Vec<String> = shape.columns.iter().map(|c| quote(&c.name)).collect();
-    let sql = format!(
+    let keys: Vec<String> = key_names(shape).into_iter().map(quote).collect();
+    let mut sql = format!("SELECT {} FROM {}", cols.join(", "), table.quoted());
+    let mut params: Vec<V> = Vec::new();
+    let mut conditions: Vec<String> = Vec::new();
+    if let Some(after) = after {
+        let marks = vec!["?"; keys.len()].join(", ");
+        conditions.push(format!("({}) > ({marks})", keys.join(", ")));
+        let key_cols = shape.columns.iter().filter(|c| c.key);
+        params.extend(key_cols.zip(after).map(|(c, v)| values::param(Some(c), v)));
+    }
+    if let Some(f) = filter {
+        conditions.push(f.to_sql(Dialect::Mysql));
+    }
+    if !conditions.is_empty() {
+        sql.push_str(&format!(" WHERE {}", conditions.join(" AND ")));
+    }
+    sql.push_str(&format!(" ORDER BY {}", keys.join(", ")));
+    if let Some(limit) = limit {
+        sql.push_str(&format!(" LIMIT {limit}"));
+    }
+    (sql, params)
+}
+
+/// The query of a table without a key: its rows after the first `done`,
+/// in the order the copy's snapshot reads them.
+pub fn by_count_sql(table: &TableName, shape: &Shape, done: u64, limit: Option<u64>) -> String {
+    let cols: Vec<String> = shape.columns.iter().map(|c| quote(&c.name)).collect();
+    // MySQL has no OFFSET without a LIMIT: the largest LIMIT is "all"
+    let limit = limit.unwrap_or(u64::MAX);
+    format!(
         "SELECT {} FROM {} LIMIT {done}, {limit}",
         cols.join(", "),
         table.quoted()
-    );
-    let rows: Vec<mysql_async::Row> = conn
-        .query(&sql)
-        .await
-        .map_err(|e| SourceError::from_client(format!("cannot read a page of {table}"), e))?;
-    let more = rows.len() as u64 >= limit;
-    let out = rows
-        .into_iter()
-        .map(|r| values::row(&shape.columns, &r.unwrap()))
-        .collect::<Result<_, _>>()
-        .map_err(|e| e.context(&format!("a page of {table}")))?;
-    Ok((out, more))
+    )
 }
 
 /// The key of a copied row, as the cursor keeps it.

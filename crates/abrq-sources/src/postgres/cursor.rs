@@ -37,11 +37,11 @@ pub(crate) const PHYSICAL: &str = "ctid";
 /// Where the stream stands: the last staged row's cursor column and
 /// tie-break key, as PostgreSQL's text forms.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-struct Position {
+pub(crate) struct Position {
     #[serde(rename = "c")]
-    cursor: String,
+    pub cursor: String,
     #[serde(rename = "k")]
-    key: Vec<String>,
+    pub key: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -97,26 +97,9 @@ impl PgCursorSource {
         self
     }
 
-    /// Reads through `conn` as it is: a snapshot copy opens a transaction
-    /// on it at an exported snapshot first.
-    pub fn with_connection(
-        settings: PostgresSettings,
-        cursor: Option<&str>,
-        conn: PgConnection,
-    ) -> Result<Self, SourceError> {
-        let mut src = PgCursorSource::new(settings, cursor)?;
-        src.conn = Some(conn);
-        Ok(src)
-    }
-
     /// The columns that order the rows after the cursor (the key).
     pub fn key_columns(&self) -> Vec<String> {
         self.settings.primary_key.clone()
-    }
-
-    /// The connection back, for the next table of a snapshot copy.
-    pub fn into_connection(self) -> Option<PgConnection> {
-        self.conn
     }
 
     async fn connect(&mut self) -> Result<(), SourceError> {
@@ -372,18 +355,12 @@ fn build_shape(
         bounds.join(", "),
         bounds.len() + 1
     );
-    let schema = columns
-        .iter()
-        .map(|c| {
-            let ty = match key_all.contains(&c.name) {
-                true => serde_json::json!({
-                    "type": c.ty, "primary_key": true, abrq_core::SOURCE_COLUMN: c.number
-                }),
-                false => serde_json::json!({ "type": c.ty, abrq_core::SOURCE_COLUMN: c.number }),
-            };
-            (c.name.clone(), ty)
-        })
-        .collect();
+    let schema = declared(
+        columns
+            .iter()
+            .map(|c| (c.name.as_str(), c.ty.as_str(), c.number)),
+        &key_all,
+    );
     Ok(Shape {
         key: key_cols.iter().map(|c| c.name.clone()).collect(),
         key_all,
@@ -392,6 +369,25 @@ fn build_shape(
         next_page,
         schema,
     })
+}
+
+/// The schema instruction of columns (name, type as the catalog spells
+/// it, `attnum`), the key's marked.
+pub(crate) fn declared<'a>(
+    columns: impl Iterator<Item = (&'a str, &'a str, i64)>,
+    key: &[String],
+) -> Map<String, Value> {
+    columns
+        .map(|(name, ty, number)| {
+            let decl = match key.iter().any(|k| k == name) {
+                true => serde_json::json!({
+                    "type": ty, "primary_key": true, abrq_core::SOURCE_COLUMN: number
+                }),
+                false => serde_json::json!({ "type": ty, abrq_core::SOURCE_COLUMN: number }),
+            };
+            (name.to_string(), decl)
+        })
+        .collect()
 }
 
 #[async_trait::async_trait]

@@ -20,6 +20,7 @@ mod backfill;
 mod backlog;
 mod binlog;
 mod compressed;
+mod copy_out;
 mod gtid;
 mod names;
 mod position;
@@ -44,6 +45,7 @@ use crate::chunk::{Chunk, Limits};
 use crate::error::{Context as _, Failure, SourceError};
 use crate::source::SourceSpec;
 use binlog::Session;
+use copy_out::{CopyOut, From};
 use gtid::GtidPos;
 pub use position::BinlogAt;
 
@@ -86,7 +88,10 @@ impl Shaped {
 
 /// The copy while it runs: its connection, in the snapshot's transaction.
 pub struct MyCopy {
-    conn: Conn,
+    /// The snapshot's session, between tables.
+    spare: Option<Conn>,
+    /// The table being copied and its copy (which holds the session).
+    reading: Option<(String, CopyOut)>,
 }
 
 impl MysqlCdcSource {
@@ -372,7 +377,10 @@ impl Protocol for MysqlCdc {
             let (file, pos) = snapshot::open(&mut conn).await.context("snapshot")?;
             tracing::info!(%file, pos, "consistent snapshot opened; copying the tables");
             return Ok(Opening::Copy {
-                copy: MyCopy { conn },
+                copy: MyCopy {
+                    spare: Some(conn),
+                    reading: None,
+                },
                 at: BinlogAt {
                     file,
                     pos,
@@ -429,42 +437,55 @@ impl Protocol for MysqlCdc {
                 format!("snapshot: {} is not a captured table", at.table),
             ));
         };
-        let shaped = self.shape(&table, 0).await?;
-        let limit = limits.max_records.max(1);
-        // a table without a key is read by row count: one snapshot holds
-        // its rows and their order for the whole copy
-        if !shaped.shape.columns.iter().any(|c| c.key) {
-            let done = at
-                .after
-                .as_ref()
-                .and_then(|a| a[0]["rows"].as_u64())
-                .unwrap_or(0);
-            let (rows, more) =
-                snapshot::page_by_count(&mut copy.conn, &table, &shaped.shape, done, limit)
-                    .await
-                    .context("snapshot")?;
-            let read = done + rows.len() as u64;
-            return Ok(CopyPage {
-                chunk: rows_chunk(&shaped, rows),
-                after: Some(serde_json::json!([{ "rows": read }])),
-                done: !more,
-            });
-        }
-        let after = match &at.after {
-            Some(Value::Array(key)) => Some(key.as_slice()),
-            _ => None,
+        let mut out = match copy.reading.take() {
+            Some((name, out)) if name == at.table => out,
+            other => {
+                let conn = match other {
+                    Some((_, done)) => Some(done.into_connection().await?),
+                    None => copy.spare.take(),
+                };
+                // a copy that failed lost its snapshot with its session
+                let conn = conn.ok_or_else(|| {
+                    SourceError::new(
+                        Failure::Server,
+                        "snapshot: the copy's session was lost; the copy starts again",
+                    )
+                })?;
+                let shaped = self.shape(&table, 0).await?;
+                // a table without a key is read by row count: one snapshot
+                // holds its rows and their order for the whole copy
+                let from = match shaped.shape.columns.iter().any(|c| c.key) {
+                    true => From::Key(match &at.after {
+                        Some(Value::Array(key)) => Some(key.clone()),
+                        _ => None,
+                    }),
+                    false => From::Count(
+                        at.after
+                            .as_ref()
+                            .and_then(|a| a[0]["rows"].as_u64())
+                            .unwrap_or(0),
+                    ),
+                };
+                tracing::info!(%table, resume = at.after.is_some(), "snapshot copy starts");
+                CopyOut::start(conn, table, shaped, from, limits)
+            }
         };
-        let (rows, more) =
-            snapshot::page(&mut copy.conn, &table, &shaped.shape, after, None, limit)
-                .await
-                .context("snapshot")?;
-        let last = rows
-            .last()
-            .map(|r| Value::Array(snapshot::key_of(&shaped.shape, r)));
+        let Some(page) = out.next().await? else {
+            copy.spare = Some(out.into_connection().await?);
+            return Ok(CopyPage {
+                chunk: Chunk::default(),
+                after: None,
+                done: true,
+            });
+        };
+        match page.last {
+            true => copy.spare = Some(out.into_connection().await?),
+            false => copy.reading = Some((at.table.clone(), out)),
+        }
         Ok(CopyPage {
-            chunk: rows_chunk(&shaped, rows),
-            after: last,
-            done: !more,
+            chunk: page.chunk,
+            after: Some(page.after).filter(|a| !a.is_null()),
+            done: page.last,
         })
     }
 

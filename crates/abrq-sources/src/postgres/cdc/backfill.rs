@@ -168,7 +168,7 @@ impl PgCdc {
                 return Err(SourceError::new(crate::error::Failure::Invalid, why));
             }
         };
-        let reader = self.copier(&table, after, None, false, filter).await?;
+        let reader = self.copier(&table, after, filter).await?;
         let key = reader.key_columns();
         Ok(Backfill {
             table,

@@ -8,14 +8,15 @@ use sqlx::Connection;
 
 use super::super::catalog;
 use super::super::config::{Mode, TableName};
-use super::super::cursor::{PgCursorSource, PHYSICAL};
+use super::super::cursor::{PgCursorSource, Position};
+use super::copy_out::CopyOut;
 use super::{PgCdc, Replication};
 use crate::cdc::deadline::{self, within};
 use crate::cdc::{CopyAt, CopyPage};
 use crate::chunk::Limits;
 use crate::error::{Context as _, Failure, SourceError};
 use crate::filter::Expr;
-use crate::source::Source as _;
+use crate::source::parse_cursor;
 
 /// The copy while it runs.
 pub struct PgCopy {
@@ -24,8 +25,8 @@ pub struct PgCopy {
     gate: Replication,
     /// The snapshot's transaction, between tables.
     spare: Option<PgConnection>,
-    /// The table being read and its reader (which holds the transaction).
-    reading: Option<(String, PgCursorSource)>,
+    /// The table being copied and its copy (which holds the transaction).
+    reading: Option<(String, CopyOut)>,
 }
 
 impl PgCopy {
@@ -111,62 +112,82 @@ async fn hold(conn: &mut PgConnection, tables: &[TableName]) -> Result<(), Sourc
 
 impl PgCdc {
     /// The next page of the copy at `at`; a table after the last one's
-    /// end is read on the same snapshot.
+    /// end is copied on the same snapshot.
     pub(super) async fn copy_page_of(
         &mut self,
         copy: &mut PgCopy,
         at: &CopyAt,
         limits: Limits,
     ) -> Result<CopyPage, SourceError> {
-        let mut reader = match copy.reading.take() {
-            Some((table, reader)) if table == at.table => reader,
+        let mut out = match copy.reading.take() {
+            Some((table, out)) if table == at.table => out,
             other => {
-                let conn = other
-                    .and_then(|(_, r)| r.into_connection())
-                    .or_else(|| copy.spare.take());
+                let conn = match other {
+                    Some((_, done)) => Some(done.into_connection().await?),
+                    None => copy.spare.take(),
+                };
+                // a copy that failed lost its snapshot with its session
+                let conn = conn.ok_or_else(|| {
+                    SourceError::new(
+                        Failure::Server,
+                        "snapshot: the copy's session was lost; the copy goes on as a backfill",
+                    )
+                })?;
                 let table = self.table_named(&at.table)?;
-                let after = at.after.as_ref().and_then(Value::as_str);
-                let snapshot = conn.is_some();
-                self.copier(&table, after, conn, snapshot, None).await?
+                let catalog = self.catalog().await?;
+                let key = catalog::primary_key(catalog, &table)
+                    .await
+                    .context("snapshot")?;
+                let after = match at.after.as_ref().and_then(Value::as_str) {
+                    Some(text) => Some(parse_cursor::<Position>(text)?),
+                    None => None,
+                };
+                CopyOut::start(conn, &table, &key, after.as_ref(), limits).await?
             }
         };
-        let mut chunk = reader.read(limits).await?;
-        let after = chunk.cursor.take().map(Value::String);
-        let done = chunk.at_end;
-        copy.reading = Some((at.table.clone(), reader));
-        Ok(CopyPage { chunk, after, done })
+        let Some(page) = out.next().await? else {
+            copy.spare = Some(out.into_connection().await?);
+            return Ok(CopyPage {
+                chunk: Default::default(),
+                after: None,
+                done: true,
+            });
+        };
+        let mut chunk = page.chunk;
+        let after = chunk.cursor.clone().map(Value::String);
+        match page.done {
+            true => copy.spare = Some(out.into_connection().await?),
+            false => copy.reading = Some((at.table.clone(), out)),
+        }
+        Ok(CopyPage {
+            chunk: std::mem::take(&mut chunk),
+            after,
+            done: page.done,
+        })
     }
 
-    /// The reader of a table's rows for a copy or a backfill: keyset pages
-    /// by the primary key, on `conn` when the copy reads an exported
-    /// snapshot.
+    /// The reader of a table's rows for a backfill: keyset pages by the
+    /// primary key at the current state, parsed, to hold them against
+    /// the stream's changes.
     pub(super) async fn copier(
         &mut self,
         table: &TableName,
         after: Option<&str>,
-        conn: Option<PgConnection>,
-        snapshot: bool,
         filter: Option<Expr>,
     ) -> Result<PgCursorSource, SourceError> {
         let catalog = self.catalog().await?;
         let key = catalog::primary_key(catalog, table)
             .await
-            .context("snapshot")?;
-        // a table without a key is read by its rows' places, which hold
-        // still only under the copy's snapshot
-        let first = match (key.first(), snapshot) {
-            (Some(first), _) => first.clone(),
-            (None, true) => PHYSICAL.to_string(),
-            (None, false) => {
-                return Err(SourceError::new(
-                    Failure::NoKey,
-                    format!(
-                        "backfill: {table} has no primary key, so rows read now cannot be merged \
-                         with the changes streamed meanwhile; add a primary key, or re-snapshot \
-                         the table into a new stream"
-                    ),
-                ))
-            }
+            .context("backfill")?;
+        let Some(first) = key.first().cloned() else {
+            return Err(SourceError::new(
+                Failure::NoKey,
+                format!(
+                    "backfill: {table} has no primary key, so rows read now cannot be merged \
+                     with the changes streamed meanwhile; add a primary key, or re-snapshot \
+                     the table into a new stream"
+                ),
+            ));
         };
         let mut settings = self.settings.clone();
         settings.mode = Mode::Cursor;
@@ -175,11 +196,7 @@ impl PgCdc {
         settings.cursor = first;
         settings.primary_key = key.clone();
         settings.filter = filter;
-        tracing::info!(%table, key = ?key, resume = after.is_some(), "snapshot copy starts");
-        match conn {
-            Some(conn) => PgCursorSource::with_connection(settings, after, conn),
-            // a backfill holds its rows against the stream's changes
-            None => PgCursorSource::new(settings, after).map(PgCursorSource::parsed),
-        }
+        tracing::info!(%table, key = ?key, resume = after.is_some(), "backfill reader starts");
+        PgCursorSource::new(settings, after).map(PgCursorSource::parsed)
     }
 }

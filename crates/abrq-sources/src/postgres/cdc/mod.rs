@@ -22,6 +22,7 @@
 
 mod backfill;
 mod copy;
+mod copy_out;
 mod lag;
 mod pgoutput;
 mod position;

@@ -1,0 +1,198 @@
+//! A table's snapshot copy as one query read to its end by a task of its
+//! own, into pages, while the engine stages the pages before: the server
+//! sends rows, this process turns them into record lines and the spool
+//! takes them, all at once. Each page is the spool's record lines as they
+//! will be kept (see `Chunk::kept`), after the table's scope and columns.
+
+use abrq_core::{Item, Op};
+use mysql_async::prelude::Queryable;
+use mysql_async::{Conn, Params};
+use serde_json::{json, Value};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+use super::super::config::TableName;
+use super::super::{snapshot, values};
+use super::Shaped;
+use crate::chunk::{Chunk, Limits};
+use crate::error::{Failure, SourceError};
+
+/// Pages read ahead of the one the engine stages.
+const AHEAD: usize = 2;
+
+/// One page of the copy: its chunk, where the copy stands after it, and
+/// whether rows follow it.
+pub struct Page {
+    pub chunk: Chunk,
+    pub after: Value,
+    pub last: bool,
+}
+
+/// Where a table's copy starts.
+pub enum From {
+    /// After this key (the table has one).
+    Key(Option<Vec<Value>>),
+    /// After this many rows, in the snapshot's order (it has none).
+    Count(u64),
+}
+
+/// A table's copy in flight. Dropping it stops the copy.
+pub struct CopyOut {
+    pages: mpsc::Receiver<Page>,
+    task: Option<JoinHandle<Result<Conn, SourceError>>>,
+    ended: bool,
+}
+
+impl CopyOut {
+    /// Starts copying `table` on `conn`, which holds the copy's snapshot,
+    /// in pages of `limits`.
+    pub fn start(
+        conn: Conn,
+        table: TableName,
+        shaped: Shaped,
+        from: From,
+        limits: Limits,
+    ) -> CopyOut {
+        let (tx, pages) = mpsc::channel(AHEAD);
+        let task = tokio::spawn(read(conn, table, shaped, from, limits, tx));
+        CopyOut {
+            pages,
+            task: Some(task),
+            ended: false,
+        }
+    }
+
+    /// The next page: `None` once the table's last page was handed on.
+    pub async fn next(&mut self) -> Result<Option<Page>, SourceError> {
+        if self.ended {
+            return Ok(None);
+        }
+        let Some(page) = self.pages.recv().await else {
+            // the reader stopped before its last page: its failure says why
+            return Err(match self.finish().await {
+                Err(e) => e,
+                Ok(_) => SourceError::new(Failure::Server, "snapshot: the copy stopped early"),
+            });
+        };
+        self.ended = page.last;
+        Ok(Some(page))
+    }
+
+    /// The connection back once the last page was handed on, for the
+    /// next table on the same snapshot.
+    pub async fn into_connection(mut self) -> Result<Conn, SourceError> {
+        self.finish().await
+    }
+
+    async fn finish(&mut self) -> Result<Conn, SourceError> {
+        let task = self.task.take().expect("the reader is awaited once");
+        match task.await {
+            Ok(done) => done,
+            Err(e) => Err(SourceError::new(
+                Failure::Server,
+                format!("snapshot: the copy's reader failed: {e}"),
+            )),
+        }
+    }
+}
+
+impl Drop for CopyOut {
+    fn drop(&mut self) {
+        if let Some(task) = &self.task {
+            task.abort();
+        }
+    }
+}
+
+/// Reads the copy to its end, a page at a time into `pages`; the
+/// connection comes back when it is done.
+async fn read(
+    mut conn: Conn,
+    table: TableName,
+    shaped: Shaped,
+    from: From,
+    limits: Limits,
+    pages: mpsc::Sender<Page>,
+) -> Result<Conn, SourceError> {
+    let shape = shaped.shape.clone();
+    let (sql, params, mut count) = match &from {
+        From::Key(after) => {
+            let (sql, params) = snapshot::keyset_sql(&table, &shape, after.as_deref(), None, None);
+            (sql, params, None)
+        }
+        From::Count(done) => (
+            snapshot::by_count_sql(&table, &shape, *done, None),
+            Vec::new(),
+            Some(*done),
+        ),
+    };
+    let page_of = |shaped: &Shaped| Chunk {
+        items: vec![
+            Item::Table(shaped.table.table.clone()),
+            Item::Schema {
+                columns: shaped.table.declared.clone(),
+            },
+        ],
+        ..Chunk::default()
+    };
+    let failed = |e| SourceError::from_client(format!("snapshot: cannot read {table}"), e);
+    {
+        let mut rows = conn
+            .exec_iter(sql.as_str(), Params::Positional(params))
+            .await
+            .map_err(failed)?;
+        let mut page = page_of(&shaped);
+        let mut after = Value::Null;
+        // a full page waits for the next row, so the last one is marked
+        let mut full: Option<Page> = None;
+        while let Some(row) = rows.next().await.map_err(failed)? {
+            if let Some(done) = full.take() {
+                if pages.send(done).await.is_err() {
+                    return Err(stopped());
+                }
+            }
+            let fields = values::row(&shape.columns, &row.unwrap())
+                .map_err(|e| e.context(&format!("snapshot of {table}")))?;
+            let before = page.kept.len();
+            abrq_state::payload::encode_record(&mut page.kept, Op::Insert, &fields)
+                .map_err(|e| SourceError::caused(Failure::Decode, "snapshot: a row", e))?;
+            page.records += 1;
+            page.bytes += (page.kept.len() - before) as u64;
+            after = match &mut count {
+                Some(n) => {
+                    *n += 1;
+                    json!([{ "rows": *n }])
+                }
+                None => Value::Array(snapshot::key_of(&shape, &fields)),
+            };
+            if page.is_full(limits) {
+                let chunk = std::mem::replace(&mut page, page_of(&shaped));
+                full = Some(Page {
+                    chunk,
+                    after: after.clone(),
+                    last: false,
+                });
+            }
+        }
+        drop(rows);
+        let last = match full {
+            Some(full) => Page { last: true, ..full },
+            None => Page {
+                chunk: match page.records {
+                    0 => Chunk::default(),
+                    _ => page,
+                },
+                after,
+                last: true,
+            },
+        };
+        // a reader that stopped waiting has nothing left to hand on
+        let _ = pages.send(last).await;
+    }
+    Ok(conn)
+}
+
+/// The copy's pages are not read any more (the copy was dropped).
+fn stopped() -> SourceError {
+    SourceError::new(Failure::Server, "snapshot: the copy was stopped")
+}

@@ -1,0 +1,213 @@
+//! A table's snapshot copy as one `COPY (SELECT ...) TO STDOUT`, read by
+//! a task of its own into pages while the engine stages the pages before:
+//! the server renders rows, this process turns them into record lines
+//! and the spool takes them, all at once. Each page is the spool's record
+//! lines as they will be kept (see `Chunk::kept`), and its last row's key
+//! is the copy's position.
+
+mod plan;
+mod row;
+
+use futures::StreamExt as _;
+use sqlx::postgres::PgConnection;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+use self::plan::Plan;
+use super::super::config::TableName;
+use super::super::cursor::Position;
+use crate::chunk::{Chunk, Limits};
+use crate::error::{Context as _, Failure, SourceError};
+
+/// Pages read ahead of the one the engine stages.
+const AHEAD: usize = 2;
+
+/// One page of the copy.
+struct Page {
+    chunk: Chunk,
+    /// The page's last row, raw, for its position.
+    last_row: Vec<u8>,
+    /// No rows follow it.
+    last: bool,
+}
+
+/// A table's copy in flight. Dropping it stops the copy (and closes its
+/// connection).
+pub struct CopyOut {
+    plan: std::sync::Arc<Plan>,
+    pages: mpsc::Receiver<Page>,
+    task: Option<JoinHandle<Result<PgConnection, SourceError>>>,
+    /// The last page was handed on.
+    ended: bool,
+}
+
+/// A page handed on: its chunk (scope, schema, lines, cursor), and
+/// whether the table ends with it.
+pub struct CopiedPage {
+    pub chunk: Chunk,
+    pub done: bool,
+}
+
+impl CopyOut {
+    /// Starts copying `table`'s rows after `after` on `conn`, which holds
+    /// the copy's snapshot, in pages of `limits`.
+    pub async fn start(
+        mut conn: PgConnection,
+        table: &TableName,
+        key: &[String],
+        after: Option<&Position>,
+        limits: Limits,
+    ) -> Result<CopyOut, SourceError> {
+        let plan = std::sync::Arc::new(Plan::read(&mut conn, table, key, after).await?);
+        tracing::info!(%table, key = ?key, resume = after.is_some(), "snapshot copy starts");
+        let (tx, pages) = mpsc::channel(AHEAD);
+        let task = tokio::spawn(read(conn, plan.clone(), limits, tx));
+        Ok(CopyOut {
+            plan,
+            pages,
+            task: Some(task),
+            ended: false,
+        })
+    }
+
+    /// The next page: `None` once the table's last page was handed on.
+    pub async fn next(&mut self) -> Result<Option<CopiedPage>, SourceError> {
+        if self.ended {
+            return Ok(None);
+        }
+        let Some(page) = self.pages.recv().await else {
+            // the reader stopped before its last page: its failure says why
+            return Err(match self.finish_task().await {
+                Err(e) => e,
+                Ok(_) => SourceError::new(Failure::Server, "snapshot: the copy stopped early"),
+            });
+        };
+        self.ended = page.last;
+        let mut chunk = page.chunk;
+        if chunk.records > 0 {
+            let texts = row::key_texts(&self.plan, &page.last_row).map_err(|e| self.failure(e))?;
+            let position = self.plan.position(texts);
+            chunk.close_page(self.plan.table.clone(), self.plan.schema.clone(), &position);
+        }
+        Ok(Some(CopiedPage {
+            chunk,
+            done: page.last,
+        }))
+    }
+
+    /// The connection back once the table's last page was handed on, for
+    /// the next table on the same snapshot.
+    pub async fn into_connection(mut self) -> Result<PgConnection, SourceError> {
+        self.finish_task().await
+    }
+
+    async fn finish_task(&mut self) -> Result<PgConnection, SourceError> {
+        let task = self.task.take().expect("the reader is awaited once");
+        match task.await {
+            Ok(done) => done,
+            Err(e) => Err(SourceError::new(
+                Failure::Server,
+                format!("snapshot: the copy's reader failed: {e}"),
+            )),
+        }
+    }
+
+    fn failure(&self, e: String) -> SourceError {
+        SourceError::new(
+            Failure::Decode,
+            format!("snapshot of {}: {e}", self.plan.table),
+        )
+    }
+}
+
+impl Drop for CopyOut {
+    fn drop(&mut self) {
+        if let Some(task) = &self.task {
+            task.abort();
+        }
+    }
+}
+
+/// Reads the copy to its end, a page at a time into `pages`; the
+/// connection comes back when it is done.
+async fn read(
+    mut conn: PgConnection,
+    plan: std::sync::Arc<Plan>,
+    limits: Limits,
+    pages: mpsc::Sender<Page>,
+) -> Result<PgConnection, SourceError> {
+    {
+        let mut stream = conn
+            .copy_out_raw(&plan.sql)
+            .await
+            .context("snapshot: cannot start the copy")?;
+        let mut page = Page::new();
+        // a full page waits for the next row, so the last one is marked
+        let mut full: Option<Page> = None;
+        let mut carry = Vec::new();
+        let mut scratch = Vec::new();
+        while let Some(data) = stream.next().await {
+            let data = data.context("snapshot: cannot read the copy")?;
+            // the server sends a row per message; a row split across
+            // messages is put together
+            let bytes: &[u8] = match carry.is_empty() {
+                true => &data,
+                false => {
+                    carry.extend_from_slice(&data);
+                    &carry
+                }
+            };
+            let mut rest = bytes;
+            while let Some(end) = memchr::memchr(b'\n', rest) {
+                let row = &rest[..end];
+                rest = &rest[end + 1..];
+                if let Some(done) = full.take() {
+                    let room = done.chunk.kept.len();
+                    if pages.send(done).await.is_err() {
+                        return Err(stopped());
+                    }
+                    page.chunk.kept.reserve(room);
+                }
+                let before = page.chunk.kept.len();
+                row::write_line(&plan, row, &mut page.chunk.kept, &mut scratch).map_err(|e| {
+                    SourceError::new(Failure::Decode, format!("snapshot of {}: {e}", plan.table))
+                })?;
+                page.chunk.records += 1;
+                page.chunk.bytes += (page.chunk.kept.len() - before) as u64;
+                page.last_row.clear();
+                page.last_row.extend_from_slice(row);
+                if page.chunk.is_full(limits) {
+                    full = Some(std::mem::replace(&mut page, Page::new()));
+                }
+            }
+            let rest = rest.to_vec();
+            carry = rest;
+        }
+        if !carry.is_empty() {
+            return Err(SourceError::new(
+                Failure::Decode,
+                format!("snapshot of {}: the copy ends inside a row", plan.table),
+            ));
+        }
+        let mut last = full.unwrap_or(page);
+        last.last = true;
+        // a reader that stopped waiting has nothing left to hand on
+        let _ = pages.send(last).await;
+    }
+    Ok(conn)
+}
+
+/// The copy's pages are not read any more (the copy was dropped).
+fn stopped() -> SourceError {
+    SourceError::new(Failure::Server, "snapshot: the copy was stopped")
+}
+
+impl Page {
+    fn new() -> Page {
+        Page {
+            chunk: Chunk::default(),
+            last_row: Vec::new(),
+            last: false,
+        }
+    }
+}
