@@ -12,10 +12,12 @@
 //! - `cursor.rs`: the cursor both protocols keep (each in its own form);
 //! - `backfill.rs`: backfills asked for (how a page joins the stream is
 //!   each protocol's own);
+//! - `copy_task.rs`: a table's snapshot copy read ahead by a task;
 //! - `deadline.rs`: how long a source waits on its server.
 
 pub mod backfill;
 pub mod builder;
+pub mod copy_task;
 pub mod cursor;
 pub mod deadline;
 pub mod protocol;

@@ -9,16 +9,13 @@ use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, Params};
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
-use tokio::task::JoinHandle;
 
 use super::super::config::TableName;
 use super::super::{snapshot, values};
 use super::Shaped;
+use crate::cdc::copy_task::{stopped, CopyTask, Last};
 use crate::chunk::{Chunk, Limits};
 use crate::error::{Failure, SourceError};
-
-/// Pages read ahead of the one the engine stages.
-const AHEAD: usize = 2;
 
 /// One page of the copy: its chunk, where the copy stands after it, and
 /// whether rows follow it.
@@ -36,72 +33,19 @@ pub enum From {
     Count(u64),
 }
 
-/// A table's copy in flight. Dropping it stops the copy.
-pub struct CopyOut {
-    pages: mpsc::Receiver<Page>,
-    task: Option<JoinHandle<Result<Conn, SourceError>>>,
-    ended: bool,
-}
-
-impl CopyOut {
-    /// Starts copying `table` on `conn`, which holds the copy's snapshot,
-    /// in pages of `limits`.
-    pub fn start(
-        conn: Conn,
-        table: TableName,
-        shaped: Shaped,
-        from: From,
-        limits: Limits,
-    ) -> CopyOut {
-        let (tx, pages) = mpsc::channel(AHEAD);
-        let task = tokio::spawn(read(conn, table, shaped, from, limits, tx));
-        CopyOut {
-            pages,
-            task: Some(task),
-            ended: false,
-        }
-    }
-
-    /// The next page: `None` once the table's last page was handed on.
-    pub async fn next(&mut self) -> Result<Option<Page>, SourceError> {
-        if self.ended {
-            return Ok(None);
-        }
-        let Some(page) = self.pages.recv().await else {
-            // the reader stopped before its last page: its failure says why
-            return Err(match self.finish().await {
-                Err(e) => e,
-                Ok(_) => SourceError::new(Failure::Server, "snapshot: the copy stopped early"),
-            });
-        };
-        self.ended = page.last;
-        Ok(Some(page))
-    }
-
-    /// The connection back once the last page was handed on, for the
-    /// next table on the same snapshot.
-    pub async fn into_connection(mut self) -> Result<Conn, SourceError> {
-        self.finish().await
-    }
-
-    async fn finish(&mut self) -> Result<Conn, SourceError> {
-        let task = self.task.take().expect("the reader is awaited once");
-        match task.await {
-            Ok(done) => done,
-            Err(e) => Err(SourceError::new(
-                Failure::Server,
-                format!("snapshot: the copy's reader failed: {e}"),
-            )),
-        }
+impl Last for Page {
+    fn is_last(&self) -> bool {
+        self.last
     }
 }
 
-impl Drop for CopyOut {
-    fn drop(&mut self) {
-        if let Some(task) = &self.task {
-            task.abort();
-        }
-    }
+/// A table's copy in flight, on `conn`, which holds the copy's snapshot,
+/// in pages of `limits`. Dropping it stops the copy.
+pub type CopyOut = CopyTask<Conn, Page>;
+
+/// Starts copying `table`.
+pub fn start(conn: Conn, table: TableName, shaped: Shaped, from: From, limits: Limits) -> CopyOut {
+    CopyTask::spawn(move |tx| read(conn, table, shaped, from, limits, tx))
 }
 
 /// Reads the copy to its end, a page at a time into `pages`; the
@@ -190,9 +134,4 @@ async fn read(
         let _ = pages.send(last).await;
     }
     Ok(conn)
-}
-
-/// The copy's pages are not read any more (the copy was dropped).
-fn stopped() -> SourceError {
-    SourceError::new(Failure::Server, "snapshot: the copy was stopped")
 }

@@ -467,7 +467,7 @@ impl Protocol for MysqlCdc {
                     ),
                 };
                 tracing::info!(%table, resume = at.after.is_some(), "snapshot copy starts");
-                CopyOut::start(conn, table, shaped, from, limits)
+                copy_out::start(conn, table, shaped, from, limits)
             }
         };
         let Some(page) = out.next().await? else {

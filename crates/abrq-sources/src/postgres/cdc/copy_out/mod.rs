@@ -11,16 +11,13 @@ mod row;
 use futures::StreamExt as _;
 use sqlx::postgres::PgConnection;
 use tokio::sync::mpsc;
-use tokio::task::JoinHandle;
 
 use self::plan::Plan;
 use super::super::config::TableName;
 use super::super::cursor::Position;
+use crate::cdc::copy_task::{stopped, CopyTask, Last};
 use crate::chunk::{Chunk, Limits};
 use crate::error::{Context as _, Failure, SourceError};
-
-/// Pages read ahead of the one the engine stages.
-const AHEAD: usize = 2;
 
 /// One page of the copy.
 struct Page {
@@ -35,10 +32,7 @@ struct Page {
 /// connection).
 pub struct CopyOut {
     plan: std::sync::Arc<Plan>,
-    pages: mpsc::Receiver<Page>,
-    task: Option<JoinHandle<Result<PgConnection, SourceError>>>,
-    /// The last page was handed on.
-    ended: bool,
+    task: CopyTask<PgConnection, Page>,
 }
 
 /// A page handed on: its chunk (scope, schema, lines, cursor), and
@@ -60,29 +54,16 @@ impl CopyOut {
     ) -> Result<CopyOut, SourceError> {
         let plan = std::sync::Arc::new(Plan::read(&mut conn, table, key, after).await?);
         tracing::info!(%table, key = ?key, resume = after.is_some(), "snapshot copy starts");
-        let (tx, pages) = mpsc::channel(AHEAD);
-        let task = tokio::spawn(read(conn, plan.clone(), limits, tx));
-        Ok(CopyOut {
-            plan,
-            pages,
-            task: Some(task),
-            ended: false,
-        })
+        let reader = plan.clone();
+        let task = CopyTask::spawn(move |tx| read(conn, reader, limits, tx));
+        Ok(CopyOut { plan, task })
     }
 
     /// The next page: `None` once the table's last page was handed on.
     pub async fn next(&mut self) -> Result<Option<CopiedPage>, SourceError> {
-        if self.ended {
+        let Some(page) = self.task.next().await? else {
             return Ok(None);
-        }
-        let Some(page) = self.pages.recv().await else {
-            // the reader stopped before its last page: its failure says why
-            return Err(match self.finish_task().await {
-                Err(e) => e,
-                Ok(_) => SourceError::new(Failure::Server, "snapshot: the copy stopped early"),
-            });
         };
-        self.ended = page.last;
         let mut chunk = page.chunk;
         if chunk.records > 0 {
             let texts = row::key_texts(&self.plan, &page.last_row).map_err(|e| self.failure(e))?;
@@ -97,19 +78,8 @@ impl CopyOut {
 
     /// The connection back once the table's last page was handed on, for
     /// the next table on the same snapshot.
-    pub async fn into_connection(mut self) -> Result<PgConnection, SourceError> {
-        self.finish_task().await
-    }
-
-    async fn finish_task(&mut self) -> Result<PgConnection, SourceError> {
-        let task = self.task.take().expect("the reader is awaited once");
-        match task.await {
-            Ok(done) => done,
-            Err(e) => Err(SourceError::new(
-                Failure::Server,
-                format!("snapshot: the copy's reader failed: {e}"),
-            )),
-        }
+    pub async fn into_connection(self) -> Result<PgConnection, SourceError> {
+        self.task.into_connection().await
     }
 
     fn failure(&self, e: String) -> SourceError {
@@ -120,11 +90,9 @@ impl CopyOut {
     }
 }
 
-impl Drop for CopyOut {
-    fn drop(&mut self) {
-        if let Some(task) = &self.task {
-            task.abort();
-        }
+impl Last for Page {
+    fn is_last(&self) -> bool {
+        self.last
     }
 }
 
@@ -195,11 +163,6 @@ async fn read(
         let _ = pages.send(last).await;
     }
     Ok(conn)
-}
-
-/// The copy's pages are not read any more (the copy was dropped).
-fn stopped() -> SourceError {
-    SourceError::new(Failure::Server, "snapshot: the copy was stopped")
 }
 
 impl Page {
