@@ -9,6 +9,7 @@ mod charset;
 pub mod config;
 pub mod cursor;
 pub(crate) mod errors;
+mod row_line;
 pub mod snapshot;
 pub mod values;
 

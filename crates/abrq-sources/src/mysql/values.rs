@@ -187,7 +187,7 @@ fn value_in(col: &Column, v: &V, charset: Option<&str>) -> Result<Value, SourceE
 }
 
 /// The binlog writes an unsigned column's value in the column's own width.
-fn unsigned_of(col: &Column, i: i64) -> u64 {
+pub(super) fn unsigned_of(col: &Column, i: i64) -> u64 {
     match col.data_type.as_str() {
         "tinyint" => u64::from(i as u8),
         "smallint" => u64::from(i as u16),
@@ -200,7 +200,7 @@ fn unsigned_of(col: &Column, i: i64) -> u64 {
 /// Whether the column holds bytes, written as `\x` and hex: binary
 /// strings, bits, and spatial values (MySQL's internal form: a 4-byte
 /// SRID, then the WKB).
-fn is_binary(col: &Column) -> bool {
+pub(super) fn is_binary(col: &Column) -> bool {
     matches!(
         col.data_type.as_str(),
         "binary"

@@ -183,8 +183,9 @@ fn assert_copied_then_changed(got: &[(String, Value)], rows: i64) {
 /// staged, starts it again, and waits for `total` changes delivered.
 async fn read_backlog_through_a_kill(abrq: &mut Abrq, total: usize) {
     abrq.start().await;
-    wait_until(LONG, "a few batches of the backlog staged", async || {
-        u(&abrq.status("ddl").await["spool"]["last_seq"]) >= 3
+    // the status is shown if this times out: the source's state says why
+    abrq.wait_status("ddl", "a few batches of the backlog staged", |st| {
+        u(&st["spool"]["last_seq"]) >= 3
     })
     .await;
     abrq.kill();

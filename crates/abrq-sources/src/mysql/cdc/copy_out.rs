@@ -4,18 +4,20 @@
 //! takes them, all at once. Each page is the spool's record lines as they
 //! will be kept (see `Chunk::kept`), after the table's scope and columns.
 
-use abrq_core::{Item, Op};
+use abrq_core::Item;
 use mysql_async::prelude::Queryable;
-use mysql_async::{Conn, Params};
+use mysql_async::{Conn, Params, Value as V};
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
+use super::super::catalog::Shape;
 use super::super::config::TableName;
+use super::super::row_line::RowLine;
 use super::super::{snapshot, values};
 use super::Shaped;
 use crate::cdc::copy_task::{stopped, CopyTask, Last};
 use crate::chunk::{Chunk, Limits};
-use crate::error::{Failure, SourceError};
+use crate::error::SourceError;
 
 /// One page of the copy: its chunk, where the copy stands after it, and
 /// whether rows follow it.
@@ -85,8 +87,10 @@ async fn read(
             .exec_iter(sql.as_str(), Params::Positional(params))
             .await
             .map_err(failed)?;
+        let line = RowLine::new(&shape.columns);
         let mut page = page_of(&shaped);
-        let mut after = Value::Null;
+        // the last row's values, for where the copy stands after it
+        let mut last_row: Vec<V> = Vec::new();
         // a full page waits for the next row, so the last one is marked
         let mut full: Option<Page> = None;
         while let Some(row) = rows.next().await.map_err(failed)? {
@@ -95,25 +99,21 @@ async fn read(
                     return Err(stopped());
                 }
             }
-            let fields = values::row(&shape.columns, &row.unwrap())
-                .map_err(|e| e.context(&format!("snapshot of {table}")))?;
+            let vals = row.unwrap();
             let before = page.kept.len();
-            abrq_state::payload::encode_record(&mut page.kept, Op::Insert, &fields)
-                .map_err(|e| SourceError::caused(Failure::Decode, "snapshot: a row", e))?;
+            line.write(&vals, &mut page.kept)
+                .map_err(|e| e.context(&format!("snapshot of {table}")))?;
             page.records += 1;
             page.bytes += (page.kept.len() - before) as u64;
-            after = match &mut count {
-                Some(n) => {
-                    *n += 1;
-                    json!([{ "rows": *n }])
-                }
-                None => Value::Array(snapshot::key_of(&shape, &fields)),
-            };
+            if let Some(n) = &mut count {
+                *n += 1;
+            }
+            last_row = vals;
             if page.is_full(limits) {
                 let chunk = std::mem::replace(&mut page, page_of(&shaped));
                 full = Some(Page {
                     chunk,
-                    after: after.clone(),
+                    after: after(&shape, count, &last_row)?,
                     last: false,
                 });
             }
@@ -122,11 +122,14 @@ async fn read(
         let last = match full {
             Some(full) => Page { last: true, ..full },
             None => Page {
+                after: match page.records {
+                    0 => Value::Null,
+                    _ => after(&shape, count, &last_row)?,
+                },
                 chunk: match page.records {
                     0 => Chunk::default(),
                     _ => page,
                 },
-                after,
                 last: true,
             },
         };
@@ -134,4 +137,15 @@ async fn read(
         let _ = pages.send(last).await;
     }
     Ok(conn)
+}
+
+/// Where the copy stands after a row: its key, as the cursor keeps it,
+/// or the rows copied so far (a keyless table).
+fn after(shape: &Shape, count: Option<u64>, row: &[V]) -> Result<Value, SourceError> {
+    if let Some(n) = count {
+        return Ok(json!([{ "rows": n }]));
+    }
+    let key = shape.columns.iter().zip(row).filter(|(c, _)| c.key);
+    let key: Result<Vec<Value>, SourceError> = key.map(|(c, v)| values::value(c, v)).collect();
+    Ok(Value::Array(key?))
 }
