@@ -36,6 +36,9 @@ pub struct CdcArgs {
     /// Rows of the snapshot run (0: none).
     #[arg(long, default_value_t = 1_000_000)]
     snapshot_rows: u64,
+    /// Snapshot runs, psql's and abrq's alternating; medians are shown.
+    #[arg(long, default_value_t = 1)]
+    rounds: usize,
 }
 
 const TABLE: &str = "abrq_bench_cdc";
@@ -301,46 +304,40 @@ async fn snapshot(args: &CdcArgs, pool: &PgPool) -> anyhow::Result<()> {
     sqlx::query(&format!("VACUUM ANALYZE {TABLE}"))
         .execute(pool)
         .await?;
-    let t = Instant::now();
-    let status = Command::new("psql")
-        .args([&args.url, "-qAt", "-c"])
-        .arg(format!("COPY (SELECT * FROM {TABLE}) TO STDOUT"))
-        .stdout(std::process::Stdio::null())
-        .status()?;
-    anyhow::ensure!(status.success(), "psql failed: {status}");
-    let copy = t.elapsed().as_secs_f64();
-    let work = tempfile::tempdir()?;
-    let t = Instant::now();
-    let engine = start_engine_with(&args.url, work.path(), "50ms", "initial", 10_000).await?;
-    loop {
-        let st = engine.status().await?;
-        if st[0].destinations[0].delivered_records >= args.snapshot_rows {
-            break;
+    let (mut copies, mut ours) = (Vec::new(), Vec::new());
+    for _ in 0..args.rounds.max(1) {
+        let t = Instant::now();
+        let status = Command::new("psql")
+            .args([&args.url, "-qAt", "-c"])
+            .arg(format!("COPY (SELECT * FROM {TABLE}) TO STDOUT"))
+            .stdout(std::process::Stdio::null())
+            .status()?;
+        anyhow::ensure!(status.success(), "psql failed: {status}");
+        copies.push(t.elapsed().as_secs_f64());
+        let work = tempfile::tempdir()?;
+        let t = Instant::now();
+        let engine = start_engine_with(&args.url, work.path(), "50ms", "initial", 10_000).await?;
+        loop {
+            let st = engine.status().await?;
+            if st[0].destinations[0].delivered_records >= args.snapshot_rows {
+                break;
+            }
+            if let Some(e) = &st[0].source.error {
+                anyhow::bail!("source failed: {e}");
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        if let Some(e) = &st[0].source.error {
-            anyhow::bail!("source failed: {e}");
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        ours.push(t.elapsed().as_secs_f64());
+        engine.shutdown().await;
+        drop_slot(pool, SLOT_ABRQ).await?;
     }
-    let ours = t.elapsed().as_secs_f64();
-    engine.shutdown().await;
-    drop_slot(pool, SLOT_ABRQ).await?;
-    let n = args.snapshot_rows as f64;
-    println!();
-    println!(
-        "| snapshot of {} existing rows | s | rows/s |",
-        args.snapshot_rows
+    crate::snapshot_table(
+        args.snapshot_rows,
+        "psql: COPY (SELECT ...) TO STDOUT > /dev/null",
+        &copies,
+        "abrq: slot with snapshot, one COPY streamed in pages of 10,000, spool, local jsonl",
+        &ours,
     );
-    println!("|---|---|---|");
-    println!(
-        "| psql: COPY (SELECT ...) TO STDOUT > /dev/null | {copy:.2} | {:.0} |",
-        n / copy
-    );
-    println!(
-        "| abrq: slot with snapshot, one COPY streamed in pages of 10,000, spool, local jsonl | {ours:.2} | {:.0} |",
-        n / ours
-    );
-    println!("| ratio | {:.2} | |", copy / ours);
     Ok(())
 }
 

@@ -308,6 +308,24 @@ pub fn median(mut xs: Vec<f64>) -> f64 {
     xs[xs.len() / 2]
 }
 
+/// A snapshot run's table: each round's times, then the medians and
+/// their ratio (the peer's over abrq's: 1.0 is as fast).
+pub fn snapshot_table(rows: u64, peer: &str, peers: &[f64], ours_is: &str, ours: &[f64]) {
+    let n = rows as f64;
+    println!();
+    println!("| snapshot of {rows} existing rows | s | rows/s |");
+    println!("|---|---|---|");
+    if peers.len() > 1 {
+        let each = |xs: &[f64]| xs.iter().map(|x| format!("{x:.2}")).collect::<Vec<_>>();
+        println!("| rounds, {peer} | {} | |", each(peers).join(", "));
+        println!("| rounds, abrq | {} | |", each(ours).join(", "));
+    }
+    let (peer_s, ours_s) = (median(peers.to_vec()), median(ours.to_vec()));
+    println!("| {peer} | {peer_s:.2} | {:.0} |", n / peer_s);
+    println!("| {ours_is} | {ours_s:.2} | {:.0} |", n / ours_s);
+    println!("| ratio | {:.2} | |", peer_s / ours_s);
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

@@ -31,6 +31,9 @@ pub struct MysqlCdcArgs {
     /// Rows of the snapshot run (0: none).
     #[arg(long, default_value_t = 1_000_000)]
     snapshot_rows: u64,
+    /// Snapshot runs, the server's and abrq's alternating; medians are shown.
+    #[arg(long, default_value_t = 1)]
+    rounds: usize,
     /// The latency run: single-row transactions at this rate...
     #[arg(long, default_value_t = 5_000)]
     latency_rate: u64,
@@ -251,35 +254,29 @@ async fn snapshot(args: &MysqlCdcArgs, pool: &MySqlPool) -> anyhow::Result<()> {
     .execute(pool)
     .await?;
     let out = format!("/tmp/abrq-bench-outfile-{}.tsv", std::process::id());
-    let _ = std::fs::remove_file(&out);
-    let t = Instant::now();
-    sqlx::query(&format!("SELECT * FROM {TABLE} INTO OUTFILE '{out}'"))
-        .execute(pool)
-        .await?;
-    let outfile = t.elapsed().as_secs_f64();
-    let _ = std::fs::remove_file(&out);
-    let work = tempfile::tempdir()?;
-    let t = Instant::now();
-    let engine = start_engine(&args.url, work.path(), "initial", 10_000, "50ms").await?;
-    wait_delivered(&engine, args.snapshot_rows).await?;
-    let ours = t.elapsed().as_secs_f64();
-    engine.shutdown().await;
-    let n = args.snapshot_rows as f64;
-    println!();
-    println!(
-        "| snapshot of {} existing rows | s | rows/s |",
-        args.snapshot_rows
+    let (mut outfiles, mut ours) = (Vec::new(), Vec::new());
+    for _ in 0..args.rounds.max(1) {
+        let _ = std::fs::remove_file(&out);
+        let t = Instant::now();
+        sqlx::query(&format!("SELECT * FROM {TABLE} INTO OUTFILE '{out}'"))
+            .execute(pool)
+            .await?;
+        outfiles.push(t.elapsed().as_secs_f64());
+        let _ = std::fs::remove_file(&out);
+        let work = tempfile::tempdir()?;
+        let t = Instant::now();
+        let engine = start_engine(&args.url, work.path(), "initial", 10_000, "50ms").await?;
+        wait_delivered(&engine, args.snapshot_rows).await?;
+        ours.push(t.elapsed().as_secs_f64());
+        engine.shutdown().await;
+    }
+    crate::snapshot_table(
+        args.snapshot_rows,
+        "SELECT * INTO OUTFILE (server side)",
+        &outfiles,
+        "abrq: consistent snapshot, one query streamed in pages of 10,000, spool, local jsonl",
+        &ours,
     );
-    println!("|---|---|---|");
-    println!(
-        "| SELECT * INTO OUTFILE (server side) | {outfile:.2} | {:.0} |",
-        n / outfile
-    );
-    println!(
-        "| abrq: consistent snapshot, one query streamed in pages of 10,000, spool, local jsonl | {ours:.2} | {:.0} |",
-        n / ours
-    );
-    println!("| ratio | {:.2} | |", outfile / ours);
     Ok(())
 }
 
