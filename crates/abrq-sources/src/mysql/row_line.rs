@@ -7,8 +7,8 @@
 use mysql_async::Value as V;
 
 use super::catalog::Column;
-use super::{charset, values};
-use crate::error::{Failure, SourceError};
+use super::values;
+use crate::error::SourceError;
 
 /// The record line of an inserted row starts with this tag.
 const TAG: u8 = b'I';
@@ -25,7 +25,9 @@ enum Form {
     Binary,
     /// A `date` (no time of day).
     Date,
-    /// As `values::value` writes it (text, json, times, floats).
+    /// Parsed, as `values::value` does.
+    Json,
+    /// As `values::value` writes it (text, times, floats).
     Other,
 }
 
@@ -80,6 +82,7 @@ impl RowLine {
         let mut int = itoa::Buffer::new();
         match (self.forms[i], v) {
             (_, V::NULL) => out.extend_from_slice(b"null"),
+            (Form::Json, _) => json(col, v, out)?,
             (Form::Bool, V::Int(n)) => out.extend_from_slice(match n {
                 0 => b"false",
                 _ => b"true",
@@ -98,15 +101,17 @@ impl RowLine {
                 hex::encode_to_slice(b, &mut out[at..]).expect("twice the length");
                 out.push(b'"');
             }
-            (Form::Signed | Form::Unsigned | Form::Date, V::Bytes(b)) => text(col, b, out)?,
-            (Form::Other, V::Bytes(b)) if col.data_type != "json" => text(col, b, out)?,
+            (_, V::Bytes(b)) => {
+                let text = values::text(col, b, None)?;
+                serde_json::to_writer(&mut *out, &*text).expect("a vec takes it");
+            }
             (Form::Date, V::Date(y, mo, d, ..)) => {
                 out.push(b'"');
                 date(out, *y, *mo, *d);
                 out.push(b'"');
             }
             // a date and time: `T` between, microseconds when not zero
-            (_, V::Date(y, mo, d, h, mi, s, us)) if col.data_type != "date" => {
+            (_, V::Date(y, mo, d, h, mi, s, us)) => {
                 out.push(b'"');
                 date(out, *y, *mo, *d);
                 out.push(b'T');
@@ -121,7 +126,7 @@ impl RowLine {
                 }
                 out.push(b'"');
             }
-            _ => serde_json::to_writer(&mut *out, &values::value(col, v)?).expect("a vec takes it"),
+            _ => json(col, v, out)?,
         }
         Ok(())
     }
@@ -147,11 +152,9 @@ fn padded(out: &mut Vec<u8>, n: u32, width: usize) {
     out.extend_from_slice(digits);
 }
 
-/// A string column's bytes (the session's `utf8mb4`) as a JSON string.
-fn text(col: &Column, b: &[u8], out: &mut Vec<u8>) -> Result<(), SourceError> {
-    let text = charset::decode(None, b)
-        .map_err(|why| SourceError::new(Failure::Decode, format!("column {}: {why}", col.name)))?;
-    serde_json::to_writer(&mut *out, &*text).expect("a vec takes it");
+/// `v` as `values::value` gives it.
+fn json(col: &Column, v: &V, out: &mut Vec<u8>) -> Result<(), SourceError> {
+    serde_json::to_writer(&mut *out, &values::value(col, v)?).expect("a vec takes it");
     Ok(())
 }
 
@@ -162,6 +165,7 @@ fn form_of(col: &Column) -> Form {
     let unsigned = col.column_type.contains("unsigned");
     match col.data_type.as_str() {
         "date" => Form::Date,
+        "json" => Form::Json,
         // `values::value` reads it as a number when negative, else a bool
         "tinyint" if unsigned && col.column_type.starts_with("tinyint(1)") => Form::Other,
         "tinyint" if col.column_type.starts_with("tinyint(1)") => Form::Bool,

@@ -221,13 +221,23 @@ pub(super) fn is_binary(col: &Column) -> bool {
     ) || col.charset.as_deref() == Some("binary")
 }
 
+/// A text column's bytes, in `charset` (`None`: the session's), as text;
+/// bytes that are not its text are refused naming the column.
+pub(super) fn text<'a>(
+    col: &Column,
+    b: &'a [u8],
+    charset: Option<&str>,
+) -> Result<std::borrow::Cow<'a, str>, SourceError> {
+    charset::decode(charset, b)
+        .map_err(|why| SourceError::new(Failure::Decode, format!("column {}: {why}", col.name)))
+}
+
 /// A string value's bytes, in `charset` (`None`: the session's).
 fn bytes(col: &Column, b: &[u8], charset: Option<&str>) -> Result<Value, SourceError> {
     if is_binary(col) {
         return Ok(Value::String(format!("\\x{}", hex::encode(b))));
     }
-    let text = charset::decode(charset, b)
-        .map_err(|why| SourceError::new(Failure::Decode, format!("column {}: {why}", col.name)))?;
+    let text = text(col, b, charset)?;
     Ok(match col.data_type.as_str() {
         // MariaDB's json is text the server checked: a value it let in
         // that is not JSON stays the text it is
