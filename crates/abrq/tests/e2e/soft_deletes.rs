@@ -64,6 +64,12 @@ async fn deleted_rows_stay_marked_and_come_back_when_written_again() {
         .to_string();
     abrq.write_config(&text);
     abrq.start().await;
+    // the rows are deleted once the copy holds them: a delete committed
+    // before the slot's snapshot would leave nothing to mark
+    abrq.wait_status("soft", "the copy done", |st| {
+        st["source"]["position"]["snapshot"]["state"] == "done"
+    })
+    .await;
     for sql in [
         format!("DELETE FROM {table} WHERE id BETWEEN 1 AND 10"),
         format!("UPDATE {table} SET v = -v WHERE id BETWEEN 5 AND 15"),
