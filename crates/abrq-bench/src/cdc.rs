@@ -39,6 +39,10 @@ pub struct CdcArgs {
     /// Snapshot runs, psql's and abrq's alternating; medians are shown.
     #[arg(long, default_value_t = 1)]
     rounds: usize,
+    /// Connections abrq's snapshot copy reads on (`snapshot_connections`);
+    /// several (`1,2,4`) run one after the other in each round.
+    #[arg(long, value_delimiter = ',', default_values_t = [1])]
+    snapshot_connections: Vec<usize>,
 }
 
 const TABLE: &str = "abrq_bench_cdc";
@@ -304,7 +308,20 @@ async fn snapshot(args: &CdcArgs, pool: &PgPool) -> anyhow::Result<()> {
     sqlx::query(&format!("VACUUM ANALYZE {TABLE}"))
         .execute(pool)
         .await?;
-    let (mut copies, mut ours) = (Vec::new(), Vec::new());
+    let tck = crate::proc_stat::clk_tck();
+    // the copy's backends are gone by the end of a run: the server's
+    // share is the machine's busy time less abrq's
+    let cpu = || {
+        let ours = crate::proc_stat::cpu_of(std::process::id());
+        (
+            ours,
+            crate::proc_stat::cpu_ticks().map_or(0, |(busy, _)| busy),
+        )
+    };
+    let mut copies = Vec::new();
+    let mut ours: Vec<Vec<f64>> = vec![Vec::new(); args.snapshot_connections.len()];
+    // CPU seconds of abrq and of the server, per run
+    let mut cpu_used: Vec<Vec<(f64, f64)>> = vec![Vec::new(); args.snapshot_connections.len()];
     for _ in 0..args.rounds.max(1) {
         let t = Instant::now();
         let status = Command::new("psql")
@@ -314,30 +331,58 @@ async fn snapshot(args: &CdcArgs, pool: &PgPool) -> anyhow::Result<()> {
             .status()?;
         anyhow::ensure!(status.success(), "psql failed: {status}");
         copies.push(t.elapsed().as_secs_f64());
-        let work = tempfile::tempdir()?;
-        let t = Instant::now();
-        let engine = start_engine_with(&args.url, work.path(), "50ms", "initial", 10_000).await?;
-        loop {
-            let st = engine.status().await?;
-            if st[0].destinations[0].delivered_records >= args.snapshot_rows {
-                break;
+        for (i, &connections) in args.snapshot_connections.iter().enumerate() {
+            let work = tempfile::tempdir()?;
+            let (ours_before, server_before) = cpu();
+            let t = Instant::now();
+            let engine = start_engine_with(
+                &args.url,
+                work.path(),
+                "50ms",
+                "initial",
+                10_000,
+                connections,
+            )
+            .await?;
+            loop {
+                let st = engine.status().await?;
+                if st[0].destinations[0].delivered_records >= args.snapshot_rows {
+                    break;
+                }
+                if let Some(e) = &st[0].source.error {
+                    anyhow::bail!("source failed: {e}");
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
             }
-            if let Some(e) = &st[0].source.error {
-                anyhow::bail!("source failed: {e}");
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
+            ours[i].push(t.elapsed().as_secs_f64());
+            let ours_cpu = (crate::proc_stat::cpu_of(std::process::id()) - ours_before) / tck;
+            let busy = crate::proc_stat::cpu_ticks().map_or(0, |(busy, _)| busy);
+            let server_cpu = (busy.saturating_sub(server_before) as f64) / tck - ours_cpu;
+            cpu_used[i].push((ours_cpu, server_cpu));
+            engine.shutdown().await;
+            drop_slot(pool, SLOT_ABRQ).await?;
         }
-        ours.push(t.elapsed().as_secs_f64());
-        engine.shutdown().await;
-        drop_slot(pool, SLOT_ABRQ).await?;
     }
-    crate::snapshot_table(
-        args.snapshot_rows,
-        "psql: COPY (SELECT ...) TO STDOUT > /dev/null",
-        &copies,
-        "abrq: slot with snapshot, one COPY streamed in pages of 10,000, spool, local jsonl",
-        &ours,
-    );
+    for (i, connections) in args.snapshot_connections.iter().enumerate() {
+        crate::snapshot_table(
+            args.snapshot_rows,
+            "psql: COPY (SELECT ...) TO STDOUT > /dev/null",
+            &copies,
+            &format!(
+                "abrq: slot with snapshot, COPY streamed on {connections} connection(s) in pages \
+                 of 10,000, spool, local jsonl"
+            ),
+            &ours[i],
+        );
+        let each: Vec<String> = cpu_used[i]
+            .iter()
+            .map(|(a, s)| format!("{a:.2} + {s:.2}"))
+            .collect();
+        println!(
+            "| CPU s per run, abrq + the rest of the machine, {connections} connection(s) | {} | |",
+            each.join(", ")
+        );
+    }
     Ok(())
 }
 
@@ -416,7 +461,7 @@ async fn abrq_run(url: &str, changes: u64, work: &Path) -> anyhow::Result<f64> {
 /// An engine with the cdc source on the bench slot and a local jsonl
 /// destination.
 async fn start_engine(url: &str, work: &Path, max_wait: &str) -> anyhow::Result<Arc<Engine>> {
-    start_engine_with(url, work, max_wait, "never", 1000).await
+    start_engine_with(url, work, max_wait, "never", 1000, 1).await
 }
 
 async fn start_engine_with(
@@ -425,6 +470,7 @@ async fn start_engine_with(
     max_wait: &str,
     snapshot: &str,
     max_records: u64,
+    snapshot_connections: usize,
 ) -> anyhow::Result<Arc<Engine>> {
     let u = reqwest::Url::parse(url)?;
     let text = format!(
@@ -445,6 +491,7 @@ table = "{TABLE}"
 slot = "{SLOT_ABRQ}"
 publication = "{PUBLICATION}"
 snapshot = "{snapshot}"
+snapshot_connections = {snapshot_connections}
 [streams.batch]
 max_records = {max_records}
 max_wait = "{max_wait}"

@@ -13,6 +13,7 @@ mod latency;
 mod memory;
 mod mysql_cdc;
 mod objects;
+mod proc_stat;
 mod relational;
 mod scale_out;
 mod staging;

@@ -29,12 +29,11 @@
 //!
 //! Here: the arguments, the workload (input files, config) and the entry
 //! point; `runs` runs and watches the processes, `report` prints the
-//! table, `proc_stat` reads CPU time, `delay_proxy` is the proxy,
+//! table, `delay_proxy` is the proxy,
 //! `cpu_cap` the CPU quotas.
 
 mod cpu_cap;
 mod delay_proxy;
-mod proc_stat;
 mod report;
 mod runs;
 
@@ -50,8 +49,8 @@ use abrq_sinks::relational::sqlx::{
 };
 use clap::Args;
 
+use crate::proc_stat::clk_tck;
 use delay_proxy::DelayProxy;
-use proc_stat::clk_tck;
 use report::report;
 use runs::Ctx;
 

@@ -9,12 +9,12 @@ use tokio::process::{Child, Command};
 
 use super::cpu_cap::CpuCap;
 use super::delay_proxy::DelayProxy;
-use super::proc_stat::{busy_share, cpu_of, cpu_ticks, ticks_of, ticks_since};
 use super::report::run_line;
 use super::{
     files_of, pool, with_database, RunResult, ScaleOutArgs, Sink, APP, DESTINATIONS, POLL,
     RESOURCES, STATE_DB, STREAMS,
 };
+use crate::proc_stat::{busy_share, cpu_of, cpu_ticks, ticks_of, ticks_since};
 
 /// What every run shares.
 pub(super) struct Ctx<'a> {

@@ -94,12 +94,11 @@ pub enum Opening<P: Protocol> {
     },
 }
 
-/// One page of the copy.
+/// One page of the copy (where the copy stands after it is in the
+/// `CopyAt` the protocol was handed).
 pub struct CopyPage {
     /// The rows, after their table scope and columns.
     pub chunk: Chunk,
-    /// The key of the page's last row (None: the page was empty).
-    pub after: Option<Value>,
     /// The table has no more rows.
     pub done: bool,
 }
@@ -150,11 +149,11 @@ pub trait Protocol: Send + Sized + 'static {
         cursor: Option<&Cursor<Self::At>>,
     ) -> impl Future<Output = Result<Opening<Self>, SourceError>> + Send;
 
-    /// The next page of the copy, at `at`.
+    /// The next page of the copy, at `at`, which it moves past the page.
     fn copy_page(
         &mut self,
         copy: &mut Self::Copy,
-        at: &CopyAt,
+        at: &mut CopyAt,
         limits: Limits,
     ) -> impl Future<Output = Result<CopyPage, SourceError>> + Send;
 

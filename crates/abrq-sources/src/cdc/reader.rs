@@ -182,10 +182,7 @@ impl<P: Protocol> ChangeReader<P> {
                 self.cursor.taken = taken;
                 match tables.first() {
                     Some(first) => {
-                        self.cursor.copy = Some(CopyAt {
-                            table: first.clone(),
-                            after: None,
-                        });
+                        self.cursor.copy = Some(CopyAt::start(first.clone()));
                         self.phase = Phase::Copying {
                             copy,
                             queue: tables.into(),
@@ -261,7 +258,7 @@ impl<P: Protocol> ChangeReader<P> {
         let Phase::Copying { copy, queue } = &mut self.phase else {
             return Ok(Chunk::default());
         };
-        let Some(at) = self.cursor.copy.clone() else {
+        let Some(mut at) = self.cursor.copy.clone() else {
             return Err(SourceError::new(
                 Failure::Invalid,
                 "the cursor lost its place in the copy",
@@ -270,7 +267,7 @@ impl<P: Protocol> ChangeReader<P> {
         let page = within(
             deadline::PAGE,
             "copying a page",
-            self.proto.copy_page(copy, &at, limits),
+            self.proto.copy_page(copy, &mut at, limits),
         )
         .await?;
         self.copied_rows += page.chunk.records;
@@ -279,20 +276,13 @@ impl<P: Protocol> ChangeReader<P> {
         chunk.at_end = false;
         let finished = match page.done {
             false => {
-                let after = page.after.or(at.after);
-                self.cursor.copy = Some(CopyAt {
-                    table: at.table,
-                    after,
-                });
+                self.cursor.copy = Some(at);
                 false
             }
             true => {
                 tracing::info!(table = %at.table, rows = self.copied_rows, "snapshot copy of a table done");
                 queue.pop_front();
-                self.cursor.copy = queue.front().map(|t| CopyAt {
-                    table: t.clone(),
-                    after: None,
-                });
+                self.cursor.copy = queue.front().cloned().map(CopyAt::start);
                 self.cursor.copy.is_none()
             }
         };
@@ -508,12 +498,19 @@ impl<P: Protocol> ChangeReader<P> {
 
     fn snapshot_progress(&self) -> serde_json::Value {
         match (&self.phase, &self.cursor.copy) {
-            (Phase::Copying { queue, .. }, Some(at)) => serde_json::json!({
-                "state": "copying",
-                "rows": self.copied_rows,
-                "table": at.table,
-                "tables_left": queue.len().saturating_sub(1),
-            }),
+            (Phase::Copying { queue, .. }, Some(at)) => {
+                let mut v = serde_json::json!({
+                    "state": "copying",
+                    "rows": self.copied_rows,
+                    "table": at.table,
+                    "tables_left": queue.len().saturating_sub(1),
+                });
+                if !at.parts.is_empty() {
+                    v["parts"] = at.parts.len().into();
+                    v["parts_done"] = at.parts.iter().filter(|p| p.done).count().into();
+                }
+                v
+            }
             _ => serde_json::json!({"state": "done", "rows": self.copied_rows}),
         }
     }

@@ -37,3 +37,10 @@ pub async fn column_numbers(
     .await
     .map_err(|e| SourceError::from_client(format!("cannot read the columns of relation {oid}"), e))
 }
+
+/// The relations that hold the rows of the table named by `$1`: the table
+/// itself, or a partitioned table's leaf partitions (`pg_partition_tree`
+/// lists nothing for a table that is not partitioned).
+pub const HOLDERS: &str = "(SELECT c.oid AS relid FROM pg_class c \
+     WHERE c.oid = to_regclass($1) AND c.relkind <> 'p' \
+     UNION ALL SELECT p.relid FROM pg_partition_tree(to_regclass($1)) p WHERE p.isleaf)";

@@ -5,7 +5,9 @@
 //! (`schema.*`: every table the schema holds when the stream starts); for `cursor`: `cursor` (the monotonic column),
 //! `primary_key` (the tie-break, for a view or a table without one),
 //! `poll_interval` (1s); for `cdc`: `slot` and `publication` (default
-//! `abrq_{stream}`), `snapshot` (`initial` or `never`); `tls`,
+//! `abrq_{stream}`), `snapshot` (`initial` or `never`),
+//! `snapshot_connections` (1: how many connections copy a large table at
+//! once, each a range of its key); `tls`,
 //! `tls_ca_file`.
 
 use std::collections::BTreeMap;
@@ -63,6 +65,7 @@ struct PostgresOptions {
     slot: Option<Text>,
     publication: Option<Text>,
     snapshot: Option<Snapshot>,
+    snapshot_connections: Option<usize>,
     transaction_metadata: Option<bool>,
     transaction_markers: Option<bool>,
     heartbeat_interval: Option<Dur>,
@@ -73,6 +76,11 @@ struct PostgresOptions {
     tls: bool,
     tls_ca_file: Option<Text>,
 }
+
+/// Connections a snapshot copy reads on unless `snapshot_connections`
+/// says otherwise, and the most it takes.
+pub const DEFAULT_SNAPSHOT_CONNECTIONS: usize = 1;
+pub const MAX_SNAPSHOT_CONNECTIONS: usize = 32;
 
 /// A relation: schema (None: the connection's search path) and name.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -237,6 +245,9 @@ pub struct PostgresSettings {
     /// The publication (cdc); None: derived from the stream.
     pub publication: Option<String>,
     pub snapshot: Snapshot,
+    /// Connections the snapshot copy reads on at once (cdc): a large
+    /// table is read in that many parts.
+    pub snapshot_connections: usize,
     /// Each change carries `_abrq_tx` (cdc).
     pub transaction_metadata: bool,
     /// Transactions begin and commit with markers (cdc).
@@ -313,6 +324,11 @@ impl PostgresSettings {
             only("publication", o.publication.is_some(), "cdc")?;
             only("snapshot", o.snapshot.is_some(), "cdc")?;
             only(
+                "snapshot_connections",
+                o.snapshot_connections.is_some(),
+                "cdc",
+            )?;
+            only(
                 "transaction_metadata",
                 o.transaction_metadata.is_some(),
                 "cdc",
@@ -347,6 +363,15 @@ impl PostgresSettings {
         if poll_interval.is_zero() {
             return Err(at("poll_interval", "must be more than 0".into()));
         }
+        let snapshot_connections = o
+            .snapshot_connections
+            .unwrap_or(DEFAULT_SNAPSHOT_CONNECTIONS);
+        if !(1..=MAX_SNAPSHOT_CONNECTIONS).contains(&snapshot_connections) {
+            return Err(at(
+                "snapshot_connections",
+                format!("must be 1 to {MAX_SNAPSHOT_CONNECTIONS}"),
+            ));
+        }
         let heartbeat_interval = o.heartbeat_interval.map(|d| d.0);
         if heartbeat_interval.is_some_and(|d| d < Duration::from_secs(1)) {
             return Err(at("heartbeat_interval", "must be at least 1s".into()));
@@ -370,6 +395,7 @@ impl PostgresSettings {
             slot,
             publication: text(&o.publication),
             snapshot: o.snapshot.unwrap_or_default(),
+            snapshot_connections,
             transaction_metadata: o.transaction_metadata.unwrap_or(false),
             transaction_markers: o.transaction_markers.unwrap_or(false),
             heartbeat_interval,

@@ -470,6 +470,7 @@ mod tests {
             slot: None,
             publication: None,
             snapshot: Default::default(),
+            snapshot_connections: 1,
             transaction_metadata: false,
             transaction_markers: false,
             heartbeat_interval: None,

@@ -88,6 +88,7 @@ mod postgres_cdc_heartbeat;
 mod postgres_cdc_kafka;
 #[cfg(feature = "services")]
 mod postgres_cdc_partitions;
+mod postgres_cdc_parts;
 #[cfg(feature = "services")]
 mod postgres_cdc_snapshot;
 #[cfg(feature = "services")]

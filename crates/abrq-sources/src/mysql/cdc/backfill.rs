@@ -97,7 +97,7 @@ impl MysqlCdc {
         let read = within(
             deadline::PAGE,
             "reading a backfill page",
-            read_page(conn, &table, after, staged.filter.as_deref()),
+            read_page(conn, &table, after, staged.filter()?),
         );
         match read.await {
             Ok(p) => {
@@ -196,17 +196,8 @@ async fn read_page(
     conn: &mut Conn,
     table: &TableName,
     after: Option<&[Value]>,
-    filter: Option<&str>,
+    filter: Option<Expr>,
 ) -> Result<Page, SourceError> {
-    let filter = match filter.map(Expr::parse).transpose() {
-        Ok(f) => f,
-        Err(e) => {
-            return Err(SourceError::new(
-                Failure::Invalid,
-                format!("backfill --where: {e}"),
-            ))
-        }
-    };
     let at = snapshot::open(conn).await?;
     let read = async {
         // the columns as of the snapshot: a later ALTER fails the read

@@ -8,14 +8,13 @@ use abrq_core::Item;
 use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, Params, Value as V};
 use serde_json::{json, Value};
-use tokio::sync::mpsc;
 
 use super::super::catalog::Shape;
 use super::super::config::TableName;
 use super::super::row_line::RowLine;
 use super::super::{snapshot, values};
 use super::Shaped;
-use crate::cdc::copy_task::{stopped, CopyTask, Last};
+use crate::cdc::copy_task::{CopyTask, Last, Pages};
 use crate::chunk::{Chunk, Limits};
 use crate::error::SourceError;
 
@@ -58,7 +57,7 @@ async fn read(
     shaped: Shaped,
     from: From,
     limits: Limits,
-    pages: mpsc::Sender<Page>,
+    pages: Pages<Page>,
 ) -> Result<Conn, SourceError> {
     let shape = shaped.shape.clone();
     let (sql, params, mut count) = match &from {
@@ -95,9 +94,7 @@ async fn read(
         let mut full: Option<Page> = None;
         while let Some(row) = rows.next().await.map_err(failed)? {
             if let Some(done) = full.take() {
-                if pages.send(done).await.is_err() {
-                    return Err(stopped());
-                }
+                pages.send(done).await?;
             }
             let vals = row.unwrap();
             let before = page.kept.len();

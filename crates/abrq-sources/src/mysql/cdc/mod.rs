@@ -422,7 +422,7 @@ impl Protocol for MysqlCdc {
     async fn copy_page(
         &mut self,
         copy: &mut MyCopy,
-        at: &CopyAt,
+        at: &mut CopyAt,
         limits: Limits,
     ) -> Result<CopyPage, SourceError> {
         let Some(table) = self
@@ -474,7 +474,6 @@ impl Protocol for MysqlCdc {
             copy.spare = Some(out.into_connection().await?);
             return Ok(CopyPage {
                 chunk: Chunk::default(),
-                after: None,
                 done: true,
             });
         };
@@ -482,9 +481,11 @@ impl Protocol for MysqlCdc {
             true => copy.spare = Some(out.into_connection().await?),
             false => copy.reading = Some((at.table.clone(), out)),
         }
+        if !page.after.is_null() {
+            at.after = Some(page.after);
+        }
         Ok(CopyPage {
             chunk: page.chunk,
-            after: Some(page.after).filter(|a| !a.is_null()),
             done: page.last,
         })
     }

@@ -71,8 +71,8 @@ impl From<Stored> for Cursor<BinlogAt> {
             },
             skip: s.skip,
             copy: s.snapshot.map(|c| CopyAt {
-                table: c.table,
                 after: c.after.map(Value::Array),
+                ..CopyAt::start(c.table)
             }),
             backfill: s.backfill,
             taken: s.backfills_taken,

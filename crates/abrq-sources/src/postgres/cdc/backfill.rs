@@ -29,7 +29,6 @@ use crate::cdc::deadline::{self, within};
 use crate::cdc::{Ctx, Staged};
 use crate::chunk::{Chunk, Limits};
 use crate::error::{Context as _, SourceError};
-use crate::filter::Expr;
 use crate::source::Source as _;
 
 /// Rows per window: two watermark commits per page.
@@ -161,13 +160,7 @@ impl PgCdc {
     async fn backfill_reader(&mut self, staged: &Staged) -> Result<Backfill, SourceError> {
         let table = self.table_named(&staged.table).context("backfill")?;
         let after = staged.after.as_ref().and_then(Value::as_str);
-        let filter = match staged.filter.as_deref().map(Expr::parse).transpose() {
-            Ok(f) => f,
-            Err(e) => {
-                let why = format!("backfill --where: {e}");
-                return Err(SourceError::new(crate::error::Failure::Invalid, why));
-            }
-        };
+        let filter = staged.filter()?;
         let reader = self.copier(&table, after, filter).await?;
         let key = reader.key_columns();
         Ok(Backfill {

@@ -363,7 +363,7 @@ impl Protocol for PgCdc {
     async fn copy_page(
         &mut self,
         copy: &mut PgCopy,
-        at: &CopyAt,
+        at: &mut CopyAt,
         limits: Limits,
     ) -> Result<CopyPage, SourceError> {
         self.copy_page_of(copy, at, limits).await

@@ -1,12 +1,15 @@
 //! The cursor as a postgres cdc stream stores it:
 //! `{"lsn": "0/16B3748", "skip": 1000}`, and while a copy runs
 //! `"snapshot"` (the copy's own cursor in its table, empty before the
-//! first page) and `"copying"` (the table), and a backfill under way.
+//! first page) and `"copying"` (the table), with `"parts"` when the table
+//! is copied in parts (each its range, last staged row and whether it is
+//! done), and a backfill under way.
 
 use pgwire_replication::Lsn;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::cdc::cursor::Part;
 use crate::cdc::{CopyAt, Cursor, Staged};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -20,6 +23,9 @@ pub struct Stored {
     /// The table the copy is in (absent: the first).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     copying: Option<String>,
+    /// The parts of the table the copy is in.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    parts: Vec<Part>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     backfill: Option<Staged>,
     /// The last backfill request taken up (its audit entry).
@@ -36,6 +42,7 @@ impl From<Stored> for Cursor<Lsn> {
             copy: s.snapshot.map(|after| CopyAt {
                 table: s.copying.unwrap_or_default(),
                 after: (!after.is_empty()).then_some(Value::String(after)),
+                parts: s.parts,
             }),
             backfill: s.backfill,
             taken: s.backfills_taken,
@@ -50,15 +57,16 @@ impl From<Cursor<Lsn>> for Stored {
             Some(Value::String(s)) => s,
             Some(other) => other.to_string(),
         };
-        let (snapshot, copying) = match c.copy {
-            Some(at) => (Some(after(at.after)), Some(at.table)),
-            None => (None, None),
+        let (snapshot, copying, parts) = match c.copy {
+            Some(at) => (Some(after(at.after)), Some(at.table), at.parts),
+            None => (None, None, Vec::new()),
         };
         Stored {
             lsn: c.at,
             skip: c.skip,
             snapshot,
             copying,
+            parts,
             backfill: c.backfill,
             backfills_taken: c.taken,
         }
@@ -90,6 +98,8 @@ mod tests {
             r#"{"lsn":"0/16B3748","skip":0,"snapshot":"","copying":"public.a"}"#,
             r#"{"lsn":"0/1","skip":0,"snapshot":"{\"c\":\"9\",\"k\":[]}","copying":"public.a"}"#,
             r#"{"lsn":"0/1","skip":0,"backfill":{"table":"public.b","after":"x","rows":3}}"#,
+            r#"{"lsn":"0/1","skip":0,"snapshot":"","copying":"public.a","parts":[{"range":{"column":"id","upto":"5"},"after":"{\"c\":\"3\",\"k\":[]}","done":false},{"range":{"column":"id","above":"5"},"done":true}]}"#,
+            r#"{"lsn":"0/1","skip":0,"backfill":{"table":"public.a","rows":0,"range":{"column":"id","above":"5"},"ranges":[{"range":{"column":"id","above":"9"},"after":"x"}]}}"#,
         ] {
             let c = Cursor::<Lsn>::decode::<Stored>(text).unwrap();
             assert_eq!(c.encode::<Stored>(), text);

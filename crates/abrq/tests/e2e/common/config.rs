@@ -345,6 +345,11 @@ impl Source {
         self.set("snapshot", when)
     }
 
+    /// The snapshot copy reads a large table on this many connections.
+    pub fn snapshot_connections(self, n: i64) -> Self {
+        self.set("snapshot_connections", n)
+    }
+
     pub fn cursor(self, column: &str) -> Self {
         self.set("cursor", column)
     }

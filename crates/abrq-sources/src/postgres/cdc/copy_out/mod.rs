@@ -3,60 +3,101 @@
 //! the server renders rows, this process turns them into record lines
 //! and the spool takes them, all at once. Each page is the spool's record
 //! lines as they will be kept (see `Chunk::kept`), and its last row's key
-//! is the copy's position.
+//! is the copy's position. A large table is copied in parts (`split.rs`),
+//! one `COPY` for each range of its key on a connection of its own, all
+//! on the one snapshot; each part keeps its own position.
 
 mod plan;
 mod row;
+pub mod split;
+
+use std::sync::Arc;
 
 use futures::StreamExt as _;
 use sqlx::postgres::PgConnection;
-use tokio::sync::mpsc;
 
 use self::plan::Plan;
 use super::super::config::TableName;
 use super::super::cursor::Position;
-use crate::cdc::copy_task::{stopped, CopyTask, Last};
+use crate::cdc::copy_task::{CopyTask, Last, Pages};
+use crate::cdc::cursor::Part;
 use crate::chunk::{Chunk, Limits};
 use crate::error::{Context as _, Failure, SourceError};
+use crate::source::parse_cursor;
 
 /// One page of the copy.
 struct Page {
     chunk: Chunk,
+    /// The part it is of (its index in the copy's parts).
+    part: usize,
     /// The page's last row, raw, for its position.
     last_row: Vec<u8>,
-    /// No rows follow it.
+    /// No rows of its part follow it.
     last: bool,
 }
 
 /// A table's copy in flight. Dropping it stops the copy (and closes its
-/// connection).
+/// connections).
 pub struct CopyOut {
-    plan: std::sync::Arc<Plan>,
+    plan: Arc<Plan>,
     task: CopyTask<PgConnection, Page>,
+    /// The copy is in parts (each page says which).
+    split: bool,
 }
 
-/// A page handed on: its chunk (scope, schema, lines, cursor), and
-/// whether the table ends with it.
+/// A page handed on: its chunk (scope, schema, lines, cursor), where its
+/// part stands after it, and whether the table ends with it.
 pub struct CopiedPage {
     pub chunk: Chunk,
+    /// The part it is of, when the copy is in parts.
+    pub part: Option<usize>,
+    /// The key of its last row (None: the page is empty).
+    pub after: Option<Position>,
+    /// Its part has no more rows.
+    pub part_done: bool,
+    /// The table has no more rows.
     pub done: bool,
 }
 
 impl CopyOut {
-    /// Starts copying `table`'s rows after `after` on `conn`, which holds
-    /// the copy's snapshot, in pages of `limits`.
+    /// Starts copying `table`'s rows after `after`, or, when `parts` are
+    /// given, each part not done on a connection of its own (from
+    /// `conns`, which hold the copy's snapshot; the first reads the
+    /// catalog), in pages of `limits`.
     pub async fn start(
-        mut conn: PgConnection,
+        mut conns: Vec<PgConnection>,
         table: &TableName,
         key: &[String],
         after: Option<&Position>,
+        parts: &[Part],
         limits: Limits,
     ) -> Result<CopyOut, SourceError> {
-        let plan = std::sync::Arc::new(Plan::read(&mut conn, table, key, after).await?);
-        tracing::info!(%table, key = ?key, resume = after.is_some(), "snapshot copy starts");
-        let reader = plan.clone();
-        let task = CopyTask::spawn(move |tx| read(conn, reader, limits, tx));
-        Ok(CopyOut { plan, task })
+        let plan = Arc::new(Plan::read(&mut conns[0], table, key).await?);
+        let mut sqls = Vec::new();
+        for (i, part) in parts.iter().enumerate().filter(|(_, p)| !p.done) {
+            let after = match part.after.as_ref().and_then(|a| a.as_str()) {
+                Some(text) => Some(parse_cursor::<Position>(text)?),
+                None => None,
+            };
+            sqls.push((i, plan.sql(after.as_ref(), Some(&part.range))));
+        }
+        if parts.is_empty() {
+            sqls.push((0, plan.sql(after, None)));
+        }
+        tracing::info!(%table, key = ?key, parts = parts.len(), resume = after.is_some(), "snapshot copy starts");
+        let reads: Vec<_> = conns
+            .into_iter()
+            .zip(sqls)
+            .map(|(conn, (part, sql))| {
+                let plan = plan.clone();
+                move |pages| read(conn, plan, sql, part, limits, pages)
+            })
+            .collect();
+        Ok(CopyOut {
+            plan,
+            task: CopyTask::spawn_all(reads),
+            split: !parts.is_empty(),
+        })
     }
 
     /// The next page: `None` once the table's last page was handed on.
@@ -65,21 +106,26 @@ impl CopyOut {
             return Ok(None);
         };
         let mut chunk = page.chunk;
+        let mut after = None;
         if chunk.records > 0 {
             let texts = row::key_texts(&self.plan, &page.last_row).map_err(|e| self.failure(e))?;
             let position = self.plan.position(texts);
             chunk.close_page(self.plan.table.clone(), self.plan.schema.clone(), &position);
+            after = Some(position);
         }
         Ok(Some(CopiedPage {
             chunk,
-            done: page.last,
+            part: self.split.then_some(page.part),
+            after,
+            part_done: page.last,
+            done: self.task.is_done(),
         }))
     }
 
-    /// The connection back once the table's last page was handed on, for
-    /// the next table on the same snapshot.
-    pub async fn into_connection(self) -> Result<PgConnection, SourceError> {
-        self.task.into_connection().await
+    /// The connections back once the table's last page was handed on,
+    /// for the next table on the same snapshot.
+    pub async fn into_connections(self) -> Result<Vec<PgConnection>, SourceError> {
+        self.task.into_connections().await
     }
 
     fn failure(&self, e: String) -> SourceError {
@@ -96,20 +142,22 @@ impl Last for Page {
     }
 }
 
-/// Reads the copy to its end, a page at a time into `pages`; the
-/// connection comes back when it is done.
+/// Reads the copy `sql` of `part` to its end, a page at a time into
+/// `pages`; the connection comes back when it is done.
 async fn read(
     mut conn: PgConnection,
-    plan: std::sync::Arc<Plan>,
+    plan: Arc<Plan>,
+    sql: String,
+    part: usize,
     limits: Limits,
-    pages: mpsc::Sender<Page>,
+    pages: Pages<Page>,
 ) -> Result<PgConnection, SourceError> {
     {
         let mut stream = conn
-            .copy_out_raw(&plan.sql)
+            .copy_out_raw(&sql)
             .await
             .context("snapshot: cannot start the copy")?;
-        let mut page = Page::new();
+        let mut page = Page::new(part);
         // a full page waits for the next row, so the last one is marked
         let mut full: Option<Page> = None;
         let mut carry = Vec::new();
@@ -131,9 +179,7 @@ async fn read(
                 rest = &rest[end + 1..];
                 if let Some(done) = full.take() {
                     let room = done.chunk.kept.len();
-                    if pages.send(done).await.is_err() {
-                        return Err(stopped());
-                    }
+                    pages.send(done).await?;
                     page.chunk.kept.reserve(room);
                 }
                 let before = page.chunk.kept.len();
@@ -145,7 +191,7 @@ async fn read(
                 page.last_row.clear();
                 page.last_row.extend_from_slice(row);
                 if page.chunk.is_full(limits) {
-                    full = Some(std::mem::replace(&mut page, Page::new()));
+                    full = Some(std::mem::replace(&mut page, Page::new(part)));
                 }
             }
             let rest = rest.to_vec();
@@ -166,9 +212,10 @@ async fn read(
 }
 
 impl Page {
-    fn new() -> Page {
+    fn new(part: usize) -> Page {
         Page {
             chunk: Chunk::default(),
+            part,
             last_row: Vec::new(),
             last: false,
         }

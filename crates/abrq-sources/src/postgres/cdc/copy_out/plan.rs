@@ -10,6 +10,7 @@ use sqlx::postgres::PgConnection;
 
 use super::super::super::config::{quote, TableName};
 use super::super::super::cursor::{declared, Position, PHYSICAL};
+use crate::cdc::cursor::KeyRange;
 use crate::error::{Context as _, Failure, SourceError};
 
 /// How a column's text becomes JSON.
@@ -42,7 +43,12 @@ pub(crate) struct Plan {
     pub key: Vec<usize>,
     /// The row's place is read as a last field, not part of the record.
     pub physical: bool,
-    pub sql: String,
+    /// What the copy selects, from where, in which order, and the types
+    /// of what it orders by (the key's, or the place's).
+    select: String,
+    from: String,
+    order: Vec<String>,
+    types: Vec<String>,
 }
 
 /// The built-in type oids (pg_type.dat) rendered here.
@@ -66,14 +72,13 @@ fn form_of(oid: i64, typtype: &str, category: &str) -> Option<Form> {
 }
 
 impl Plan {
-    /// Reads `table`'s columns on `conn` (under the copy's snapshot) and
-    /// builds the copy of its rows after `after`, in `key` order; a
-    /// table without a key is read in its rows' places.
+    /// Reads `table`'s columns on `conn` (under the copy's snapshot) for
+    /// the copy of its rows in `key` order; a table without a key is read
+    /// in its rows' places.
     pub async fn read(
         conn: &mut PgConnection,
         table: &TableName,
         key: &[String],
-        after: Option<&Position>,
     ) -> Result<Plan, SourceError> {
         let cols: Vec<(String, String, i64, String, String, i64)> = sqlx::query_as(
             "SELECT a.attname::text, format_type(a.atttypid, a.atttypmod), a.atttypid::int8, \
@@ -131,29 +136,6 @@ impl Plan {
                 (order, fields, types)
             }
         };
-        let bound = match after {
-            Some(p) => {
-                let texts = std::iter::once(&p.cursor).chain(&p.key);
-                let values: Vec<String> = texts
-                    .zip(&types)
-                    .map(|(text, ty)| format!("CAST({} AS {ty})", literal(text)))
-                    .collect();
-                format!(" WHERE ({}) > ({})", order.join(", "), values.join(", "))
-            }
-            None => String::new(),
-        };
-        // without a key the order is the heap's own: sorting by place
-        // would cost a sort of the whole table, and a copy of a table
-        // without a key is not resumed by its place
-        let order_by = match physical {
-            true => String::new(),
-            false => format!(" ORDER BY {}", order.join(", ")),
-        };
-        let sql = format!(
-            "COPY (SELECT {} FROM {} AS r{bound}{order_by}) TO STDOUT",
-            select.join(", "),
-            table.quoted()
-        );
         let names = cols
             .iter()
             .enumerate()
@@ -172,8 +154,53 @@ impl Plan {
             forms,
             key: key_fields,
             physical,
-            sql,
+            select: select.join(", "),
+            from: table.quoted(),
+            order,
+            types,
         })
+    }
+
+    /// The copy of the rows after `after` (None: from the first), of
+    /// `range` of the first key column (None: all of them).
+    pub fn sql(&self, after: Option<&Position>, range: Option<&KeyRange>) -> String {
+        let mut bounds = Vec::new();
+        if let Some(p) = after {
+            let texts = std::iter::once(&p.cursor).chain(&p.key);
+            let values: Vec<String> = texts
+                .zip(&self.types)
+                .map(|(text, ty)| cast(text, ty))
+                .collect();
+            bounds.push(format!(
+                "({}) > ({})",
+                self.order.join(", "),
+                values.join(", ")
+            ));
+        }
+        if let Some(r) = range.filter(|_| !self.physical) {
+            let (column, ty) = (&self.order[0], &self.types[0]);
+            if let Some(above) = &r.above {
+                bounds.push(format!("{column} > {}", cast(above, ty)));
+            }
+            if let Some(upto) = &r.upto {
+                bounds.push(format!("{column} <= {}", cast(upto, ty)));
+            }
+        }
+        let filter = match bounds.is_empty() {
+            true => String::new(),
+            false => format!(" WHERE {}", bounds.join(" AND ")),
+        };
+        // without a key the order is the heap's own: sorting by place
+        // would cost a sort of the whole table, and a copy of a table
+        // without a key is not resumed by its place
+        let order_by = match self.physical {
+            true => String::new(),
+            false => format!(" ORDER BY {}", self.order.join(", ")),
+        };
+        format!(
+            "COPY (SELECT {} FROM {} AS r{filter}{order_by}) TO STDOUT",
+            self.select, self.from
+        )
     }
 
     /// The position of a row whose key fields read `texts`.
@@ -195,9 +222,17 @@ impl Plan {
             forms,
             key: vec![0],
             physical: false,
-            sql: String::new(),
+            select: String::new(),
+            from: String::new(),
+            order: vec!["r.\"id\"".into()],
+            types: vec!["bigint".into()],
         }
     }
+}
+
+/// `text` as a value of type `ty`.
+fn cast(text: &str, ty: &str) -> String {
+    format!("CAST({} AS {ty})", literal(text))
 }
 
 /// `text` as an SQL string literal, whatever `standard_conforming_strings`
@@ -209,6 +244,36 @@ fn literal(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_part_is_read_within_its_range_after_its_last_row() {
+        let plan = Plan::for_test(&["id".to_string()], vec![Form::Number]);
+        let range = |above: Option<&str>, upto: Option<&str>| KeyRange {
+            column: "id".into(),
+            above: above.map(str::to_string),
+            upto: upto.map(str::to_string),
+        };
+        let sql = plan.sql(None, None);
+        assert_eq!(sql, "COPY (SELECT  FROM  AS r ORDER BY r.\"id\") TO STDOUT");
+        let sql = plan.sql(None, Some(&range(Some("10"), Some("20"))));
+        assert!(
+            sql.contains(
+                " WHERE r.\"id\" > CAST(E'10' AS bigint) AND r.\"id\" <= CAST(E'20' AS bigint) ORDER"
+            ),
+            "{sql}"
+        );
+        let after = Position {
+            cursor: "15".into(),
+            key: vec![],
+        };
+        let sql = plan.sql(Some(&after), Some(&range(None, Some("20"))));
+        assert!(
+            sql.contains(
+                " WHERE (r.\"id\") > (CAST(E'15' AS bigint)) AND r.\"id\" <= CAST(E'20' AS bigint) ORDER"
+            ),
+            "{sql}"
+        );
+    }
 
     #[test]
     fn literals_hold_quotes_and_backslashes() {

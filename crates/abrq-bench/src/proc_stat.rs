@@ -2,7 +2,7 @@
 //! of the whole machine.
 
 /// Clock ticks per second of `/proc/PID/stat`'s times.
-pub(super) fn clk_tck() -> f64 {
+pub(crate) fn clk_tck() -> f64 {
     std::process::Command::new("getconf")
         .arg("CLK_TCK")
         .output()
@@ -13,7 +13,7 @@ pub(super) fn clk_tck() -> f64 {
 }
 
 /// User + system ticks of a process so far.
-pub(super) fn cpu_of(pid: u32) -> f64 {
+pub(crate) fn cpu_of(pid: u32) -> f64 {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
     // the fields after the command name, which may hold spaces
     let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
@@ -24,7 +24,7 @@ pub(super) fn cpu_of(pid: u32) -> f64 {
 }
 
 /// User + system ticks of every process named `comm`, by pid.
-pub(super) fn ticks_of(comm: &str) -> std::collections::HashMap<u32, f64> {
+pub(crate) fn ticks_of(comm: &str) -> std::collections::HashMap<u32, f64> {
     let want = format!("({comm})");
     let mut out = std::collections::HashMap::new();
     let Ok(dir) = std::fs::read_dir("/proc") else {
@@ -43,7 +43,7 @@ pub(super) fn ticks_of(comm: &str) -> std::collections::HashMap<u32, f64> {
 }
 
 /// (busy, total) jiffies of all CPUs since boot, from `/proc/stat`.
-pub(super) fn cpu_ticks() -> anyhow::Result<(u64, u64)> {
+pub(crate) fn cpu_ticks() -> anyhow::Result<(u64, u64)> {
     let stat = std::fs::read_to_string("/proc/stat")?;
     let line = stat.lines().next().unwrap_or_default();
     let ticks: Vec<u64> = line
@@ -57,14 +57,14 @@ pub(super) fn cpu_ticks() -> anyhow::Result<(u64, u64)> {
     Ok((total - ticks[3] - ticks[4], total))
 }
 
-pub(super) fn busy_share(before: (u64, u64), after: (u64, u64)) -> f64 {
+pub(crate) fn busy_share(before: (u64, u64), after: (u64, u64)) -> f64 {
     let total = after.1.saturating_sub(before.1).max(1);
     after.0.saturating_sub(before.0) as f64 / total as f64
 }
 
 /// The ticks processes named `comm` used since `before` (`ticks_of`), new
 /// processes counted from their start.
-pub(super) fn ticks_since(comm: &str, before: &std::collections::HashMap<u32, f64>) -> f64 {
+pub(crate) fn ticks_since(comm: &str, before: &std::collections::HashMap<u32, f64>) -> f64 {
     ticks_of(comm)
         .iter()
         .map(|(pid, t)| t - before.get(pid).copied().unwrap_or(0.0))
