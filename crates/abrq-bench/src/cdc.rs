@@ -319,6 +319,8 @@ async fn snapshot(args: &CdcArgs, pool: &PgPool) -> anyhow::Result<()> {
         )
     };
     let mut copies = Vec::new();
+    // the server's own copy in as many parts, at once, for each count
+    let mut parallel: Vec<Vec<f64>> = vec![Vec::new(); args.snapshot_connections.len()];
     let mut ours: Vec<Vec<f64>> = vec![Vec::new(); args.snapshot_connections.len()];
     // CPU seconds of abrq and of the server, per run
     let mut cpu_used: Vec<Vec<(f64, f64)>> = vec![Vec::new(); args.snapshot_connections.len()];
@@ -332,6 +334,9 @@ async fn snapshot(args: &CdcArgs, pool: &PgPool) -> anyhow::Result<()> {
         anyhow::ensure!(status.success(), "psql failed: {status}");
         copies.push(t.elapsed().as_secs_f64());
         for (i, &connections) in args.snapshot_connections.iter().enumerate() {
+            if connections > 1 {
+                parallel[i].push(psql_in_parts(&args.url, pool, connections).await?);
+            }
             let work = tempfile::tempdir()?;
             let (ours_before, server_before) = cpu();
             let t = Instant::now();
@@ -374,6 +379,17 @@ async fn snapshot(args: &CdcArgs, pool: &PgPool) -> anyhow::Result<()> {
             ),
             &ours[i],
         );
+        if !parallel[i].is_empty() {
+            let (peer, abrq) = (
+                crate::median(parallel[i].clone()),
+                crate::median(ours[i].clone()),
+            );
+            println!(
+                "| psql: {connections} COPYs of the key's ranges at once > /dev/null | {} (median {peer:.2}) | ratio {:.2} |",
+                parallel[i].iter().map(|x| format!("{x:.2}")).collect::<Vec<_>>().join(", "),
+                peer / abrq
+            );
+        }
         let each: Vec<String> = cpu_used[i]
             .iter()
             .map(|(a, s)| format!("{a:.2} + {s:.2}"))
@@ -384,6 +400,47 @@ async fn snapshot(args: &CdcArgs, pool: &PgPool) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// Seconds for `parts` psql processes to copy the table's rows at once,
+/// each one range of its key, to /dev/null: the server's own copy in
+/// parts.
+async fn psql_in_parts(url: &str, pool: &PgPool, parts: usize) -> anyhow::Result<f64> {
+    let fractions: Vec<f64> = (1..parts).map(|i| i as f64 / parts as f64).collect();
+    let bounds: Vec<i64> = sqlx::query_scalar(&format!(
+        "SELECT percentile_disc($1::float8[]) WITHIN GROUP (ORDER BY id) FROM {TABLE}"
+    ))
+    .bind(&fractions)
+    .fetch_one(pool)
+    .await?;
+    let lows = std::iter::once(None).chain(bounds.iter().copied().map(Some));
+    let highs = bounds
+        .iter()
+        .copied()
+        .map(Some)
+        .chain(std::iter::once(None));
+    let t = Instant::now();
+    let mut running = Vec::new();
+    for (low, high) in lows.zip(highs) {
+        let mut filter = Vec::new();
+        filter.extend(low.map(|l| format!("id > {l}")));
+        filter.extend(high.map(|h| format!("id <= {h}")));
+        let sql = format!(
+            "COPY (SELECT * FROM {TABLE} WHERE {} ORDER BY id) TO STDOUT",
+            filter.join(" AND ")
+        );
+        running.push(
+            Command::new("psql")
+                .args([url, "-qAt", "-c", &sql])
+                .stdout(std::process::Stdio::null())
+                .spawn()?,
+        );
+    }
+    for mut child in running {
+        let status = child.wait()?;
+        anyhow::ensure!(status.success(), "psql failed: {status}");
+    }
+    Ok(t.elapsed().as_secs_f64())
 }
 
 /// Drops a slot once the server has let go of it.
