@@ -19,6 +19,9 @@ use abrq_state::{MarksWrite, SpoolWrite, SqliteStore};
 
 use abrq_sinks::relational::sqlx::{self, postgres::PgPool};
 use abrq_testkit::{names, S3};
+
+// the whole machine's busy time: the servers' work counts as much as abrq's
+use crate::proc_stat::{busy_share, cpu_ticks};
 use clap::Args;
 
 #[derive(Args)]
@@ -291,27 +294,6 @@ async fn verify(pg: &PgPool, check: &Check, records: u64) -> anyhow::Result<()> 
         Check::Drained => {}
     }
     Ok(())
-}
-
-/// (busy, total) jiffies of all CPUs since boot, from `/proc/stat`: the
-/// servers' work counts as much as abrq's.
-fn cpu_ticks() -> anyhow::Result<(u64, u64)> {
-    let stat = std::fs::read_to_string("/proc/stat")?;
-    let line = stat.lines().next().unwrap_or_default();
-    let ticks: Vec<u64> = line
-        .split_whitespace()
-        .skip(1)
-        .filter_map(|t| t.parse().ok())
-        .collect();
-    anyhow::ensure!(ticks.len() >= 5, "unexpected /proc/stat: {line}");
-    let total: u64 = ticks.iter().sum();
-    // idle and iowait
-    Ok((total - ticks[3] - ticks[4], total))
-}
-
-fn busy_share(before: (u64, u64), after: (u64, u64)) -> f64 {
-    let total = after.1.saturating_sub(before.1).max(1);
-    after.0.saturating_sub(before.0) as f64 / total as f64
 }
 
 /// Lines in every `.jsonl.gz` file under `dir`.

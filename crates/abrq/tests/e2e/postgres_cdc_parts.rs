@@ -14,13 +14,6 @@ const ROWS: i64 = 100_000;
 /// The small table's ids, apart from the large one's.
 const SMALL: std::ops::RangeInclusive<i64> = 1_000_001..=1_001_000;
 
-async fn exec(pool: &PgPool, sql: &str) {
-    sqlx::query(sql)
-        .execute(pool)
-        .await
-        .unwrap_or_else(|e| panic!("{sql}: {e}"));
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn a_table_copied_in_parts_lands_every_row_once_even_cut_short() {
     let src = PgPool::connect(&pg::cdc_url())
@@ -28,16 +21,16 @@ async fn a_table_copied_in_parts_lands_every_row_once_even_cut_short() {
         .expect("the cdc cluster");
     let tag = pg::tag();
     let (schema, slot) = (format!("cdc_parts_{tag}"), format!("abrq_parts_{tag}"));
-    exec(&src, &format!("CREATE SCHEMA \"{schema}\"")).await;
+    pg::exec(&src, &format!("CREATE SCHEMA \"{schema}\"")).await;
     for t in ["a_large", "b_small"] {
-        exec(
+        pg::exec(
             &src,
             &format!("CREATE TABLE \"{schema}\".{t} (id bigint PRIMARY KEY, n int, pad text)"),
         )
         .await;
     }
     // about 32 MB: three parts of at least 8 MiB
-    exec(
+    pg::exec(
         &src,
         &format!(
             "INSERT INTO \"{schema}\".a_large SELECT g, g % 1000, repeat('x', 260) \
@@ -45,7 +38,7 @@ async fn a_table_copied_in_parts_lands_every_row_once_even_cut_short() {
         ),
     )
     .await;
-    exec(
+    pg::exec(
         &src,
         &format!(
             "INSERT INTO \"{schema}\".b_small SELECT g, g % 1000, 'small' \
@@ -55,7 +48,7 @@ async fn a_table_copied_in_parts_lands_every_row_once_even_cut_short() {
         ),
     )
     .await;
-    exec(&src, &format!("ANALYZE \"{schema}\".a_large")).await;
+    pg::exec(&src, &format!("ANALYZE \"{schema}\".a_large")).await;
 
     let mut abrq = Abrq::new();
     let out = std::path::PathBuf::from(abrq.p("out"));

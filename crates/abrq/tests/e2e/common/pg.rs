@@ -94,3 +94,11 @@ pub async fn drop_schemas(pool: &PgPool, schemas: &[&str]) {
             .unwrap();
     }
 }
+
+/// Runs `sql`, naming it when it fails.
+pub async fn exec(pool: &PgPool, sql: &str) {
+    sqlx::query(sql)
+        .execute(pool)
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"));
+}
