@@ -313,10 +313,8 @@ async fn snapshot(args: &CdcArgs, pool: &PgPool) -> anyhow::Result<()> {
     // share is the machine's busy time less abrq's
     let cpu = || {
         let ours = crate::proc_stat::cpu_of(std::process::id());
-        (
-            ours,
-            crate::proc_stat::cpu_ticks().map_or(0, |(busy, _)| busy),
-        )
+        let busy = crate::proc_stat::cpu_ticks().map_or(0, |(busy, _)| busy);
+        (ours, busy as f64)
     };
     let mut copies = Vec::new();
     // the server's own copy in as many parts, at once, for each count
@@ -338,7 +336,7 @@ async fn snapshot(args: &CdcArgs, pool: &PgPool) -> anyhow::Result<()> {
                 parallel[i].push(psql_in_parts(&args.url, pool, connections).await?);
             }
             let work = tempfile::tempdir()?;
-            let (ours_before, server_before) = cpu();
+            let (ours_before, busy_before) = cpu();
             let t = Instant::now();
             let engine = start_engine_with(
                 &args.url,
@@ -349,21 +347,12 @@ async fn snapshot(args: &CdcArgs, pool: &PgPool) -> anyhow::Result<()> {
                 connections,
             )
             .await?;
-            loop {
-                let st = engine.status().await?;
-                if st[0].destinations[0].delivered_records >= args.snapshot_rows {
-                    break;
-                }
-                if let Some(e) = &st[0].source.error {
-                    anyhow::bail!("source failed: {e}");
-                }
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
+            delivered(&engine, args.snapshot_rows).await?;
             ours[i].push(t.elapsed().as_secs_f64());
-            let ours_cpu = (crate::proc_stat::cpu_of(std::process::id()) - ours_before) / tck;
-            let busy = crate::proc_stat::cpu_ticks().map_or(0, |(busy, _)| busy);
-            let server_cpu = (busy.saturating_sub(server_before) as f64) / tck - ours_cpu;
-            cpu_used[i].push((ours_cpu, server_cpu));
+            let (ours_after, busy_after) = cpu();
+            let ours_cpu = (ours_after - ours_before) / tck;
+            let rest_cpu = (busy_after - busy_before) / tck - ours_cpu;
+            cpu_used[i].push((ours_cpu, rest_cpu));
             engine.shutdown().await;
             drop_slot(pool, SLOT_ABRQ).await?;
         }
@@ -499,20 +488,25 @@ fn pg_recvlogical(url: &str, end: &str) -> anyhow::Result<f64> {
 async fn abrq_run(url: &str, changes: u64, work: &Path) -> anyhow::Result<f64> {
     let start = Instant::now();
     let engine = start_engine(url, work, "50ms").await?;
+    delivered(&engine, changes).await?;
+    let secs = start.elapsed().as_secs_f64();
+    engine.shutdown().await;
+    Ok(secs)
+}
+
+/// Waits until the destination has delivered `records`; a source that
+/// fails ends the wait.
+async fn delivered(engine: &Engine, records: u64) -> anyhow::Result<()> {
     loop {
         let st = engine.status().await?;
-        let delivered: u64 = st[0].destinations[0].delivered_records;
-        if delivered >= changes {
-            break;
+        if st[0].destinations[0].delivered_records >= records {
+            return Ok(());
         }
         if let Some(e) = &st[0].source.error {
             anyhow::bail!("source failed: {e}");
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let secs = start.elapsed().as_secs_f64();
-    engine.shutdown().await;
-    Ok(secs)
 }
 
 /// An engine with the cdc source on the bench slot and a local jsonl

@@ -99,14 +99,6 @@ pub struct Part {
     pub done: bool,
 }
 
-/// A range of a table a backfill reads after the one it reads now.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct RangeLeft {
-    pub range: KeyRange,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub after: Option<Value>,
-}
-
 /// A backfill as the cursor keeps it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Staged {
@@ -127,9 +119,10 @@ pub struct Staged {
     /// cut short left of a part).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub range: Option<KeyRange>,
-    /// The table's ranges after this one, before the tables after it.
+    /// The table's parts left after this one (none done), before the
+    /// tables after it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub ranges: Vec<RangeLeft>,
+    pub ranges: Vec<Part>,
 }
 
 impl Staged {
@@ -202,14 +195,7 @@ impl Staged {
         if copy.parts.is_empty() {
             return Staged::of(&tables[at..], copy.after);
         }
-        let mut left = copy
-            .parts
-            .into_iter()
-            .filter(|p| !p.done)
-            .map(|p| RangeLeft {
-                range: p.range,
-                after: p.after,
-            });
+        let mut left = copy.parts.into_iter().filter(|p| !p.done);
         let Some(first) = left.next() else {
             // every part done: the table is
             return Staged::of(&tables[at + 1..], None);

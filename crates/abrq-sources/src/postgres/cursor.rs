@@ -44,6 +44,17 @@ pub(crate) struct Position {
     pub key: Vec<String>,
 }
 
+impl Position {
+    /// A copy's stored key (its text, as the copy's cursor keeps it), if
+    /// there is one.
+    pub(crate) fn stored(after: Option<&Value>) -> Result<Option<Position>, SourceError> {
+        match after.and_then(Value::as_str) {
+            Some(text) => Ok(Some(crate::source::parse_cursor(text)?)),
+            None => Ok(None),
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 struct Column {
     name: String,

@@ -19,7 +19,6 @@ use crate::cdc::{CopyAt, CopyPage};
 use crate::chunk::Limits;
 use crate::error::{Context as _, Failure, SourceError};
 use crate::filter::Expr;
-use crate::source::parse_cursor;
 
 /// The copy while it runs.
 pub struct PgCopy {
@@ -47,7 +46,7 @@ impl PgCopy {
         tables: &[TableName],
     ) -> Result<PgCopy, SourceError> {
         let mut spare = Vec::with_capacity(settings.snapshot_connections);
-        for _ in 0..settings.snapshot_connections.max(1) {
+        for _ in 0..settings.snapshot_connections {
             spare.push(in_snapshot(settings, snapshot).await?);
         }
         hold(&mut spare[0], tables).await?;
@@ -151,10 +150,10 @@ impl PgCdc {
                 done: true,
             });
         };
-        let after = page
-            .after
-            .map(|p| Value::String(serde_json::to_string(&p).expect("a position serializes")));
-        match page.part.and_then(|i| at.parts.get_mut(i)) {
+        // the page's cursor is its last row's key (none: it is empty)
+        let mut chunk = page.chunk;
+        let after = chunk.cursor.take().map(Value::String);
+        match at.parts.get_mut(page.part) {
             Some(part) => {
                 part.after = after.or(part.after.take());
                 part.done = page.part_done;
@@ -166,7 +165,7 @@ impl PgCdc {
             false => copy.reading = Some((at.table.clone(), out)),
         }
         Ok(CopyPage {
-            chunk: page.chunk,
+            chunk,
             done: page.done,
         })
     }
@@ -192,10 +191,7 @@ impl PgCdc {
         let key = catalog::primary_key(catalog, &table)
             .await
             .context("snapshot")?;
-        let after = match at.after.as_ref().and_then(Value::as_str) {
-            Some(text) => Some(parse_cursor::<Position>(text)?),
-            None => None,
-        };
+        let after = Position::stored(at.after.as_ref())?;
         let fresh = after.is_none() && at.parts.is_empty();
         if let (true, true, Some(first)) = (fresh, copy.spare.len() > 1, key.first()) {
             let connections = copy.spare.len();

@@ -99,7 +99,7 @@ mod tests {
             r#"{"lsn":"0/1","skip":0,"snapshot":"{\"c\":\"9\",\"k\":[]}","copying":"public.a"}"#,
             r#"{"lsn":"0/1","skip":0,"backfill":{"table":"public.b","after":"x","rows":3}}"#,
             r#"{"lsn":"0/1","skip":0,"snapshot":"","copying":"public.a","parts":[{"range":{"column":"id","upto":"5"},"after":"{\"c\":\"3\",\"k\":[]}","done":false},{"range":{"column":"id","above":"5"},"done":true}]}"#,
-            r#"{"lsn":"0/1","skip":0,"backfill":{"table":"public.a","rows":0,"range":{"column":"id","above":"5"},"ranges":[{"range":{"column":"id","above":"9"},"after":"x"}]}}"#,
+            r#"{"lsn":"0/1","skip":0,"backfill":{"table":"public.a","rows":0,"range":{"column":"id","above":"5"},"ranges":[{"range":{"column":"id","above":"9"},"after":"x","done":false}]}}"#,
         ] {
             let c = Cursor::<Lsn>::decode::<Stored>(text).unwrap();
             assert_eq!(c.encode::<Stored>(), text);

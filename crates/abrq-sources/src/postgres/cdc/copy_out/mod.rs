@@ -23,7 +23,6 @@ use crate::cdc::copy_task::{CopyTask, Last, Pages};
 use crate::cdc::cursor::Part;
 use crate::chunk::{Chunk, Limits};
 use crate::error::{Context as _, Failure, SourceError};
-use crate::source::parse_cursor;
 
 /// One page of the copy.
 struct Page {
@@ -41,18 +40,15 @@ struct Page {
 pub struct CopyOut {
     plan: Arc<Plan>,
     task: CopyTask<PgConnection, Page>,
-    /// The copy is in parts (each page says which).
-    split: bool,
 }
 
-/// A page handed on: its chunk (scope, schema, lines, cursor), where its
-/// part stands after it, and whether the table ends with it.
+/// A page handed on: its chunk (scope, schema, lines, and as its cursor
+/// the key of its last row, none when it is empty), its part, and whether
+/// its part and the table end with it.
 pub struct CopiedPage {
     pub chunk: Chunk,
-    /// The part it is of, when the copy is in parts.
-    pub part: Option<usize>,
-    /// The key of its last row (None: the page is empty).
-    pub after: Option<Position>,
+    /// Its index in the copy's parts (0 for a copy not in parts).
+    pub part: usize,
     /// Its part has no more rows.
     pub part_done: bool,
     /// The table has no more rows.
@@ -75,10 +71,7 @@ impl CopyOut {
         let plan = Arc::new(Plan::read(&mut conns[0], table, key).await?);
         let mut sqls = Vec::new();
         for (i, part) in parts.iter().enumerate().filter(|(_, p)| !p.done) {
-            let after = match part.after.as_ref().and_then(|a| a.as_str()) {
-                Some(text) => Some(parse_cursor::<Position>(text)?),
-                None => None,
-            };
+            let after = Position::stored(part.after.as_ref())?;
             sqls.push((i, plan.sql(after.as_ref(), Some(&part.range))));
         }
         if parts.is_empty() {
@@ -96,7 +89,6 @@ impl CopyOut {
         Ok(CopyOut {
             plan,
             task: CopyTask::spawn_all(reads),
-            split: !parts.is_empty(),
         })
     }
 
@@ -106,17 +98,14 @@ impl CopyOut {
             return Ok(None);
         };
         let mut chunk = page.chunk;
-        let mut after = None;
         if chunk.records > 0 {
             let texts = row::key_texts(&self.plan, &page.last_row).map_err(|e| self.failure(e))?;
             let position = self.plan.position(texts);
             chunk.close_page(self.plan.table.clone(), self.plan.schema.clone(), &position);
-            after = Some(position);
         }
         Ok(Some(CopiedPage {
             chunk,
-            part: self.split.then_some(page.part),
-            after,
+            part: page.part,
             part_done: page.last,
             done: self.task.is_done(),
         }))
