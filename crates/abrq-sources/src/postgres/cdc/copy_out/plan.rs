@@ -177,7 +177,10 @@ impl Plan {
                 values.join(", ")
             ));
         }
-        if let Some(r) = range.filter(|_| !self.physical) {
+        // a range is of the key's first column (a table without a key is
+        // never split: a range there would fail on the server, never be
+        // dropped)
+        if let Some(r) = range {
             let (column, ty) = (&self.order[0], &self.types[0]);
             if let Some(above) = &r.above {
                 bounds.push(format!("{column} > {}", cast(above, ty)));
