@@ -3,8 +3,9 @@
 //! Balance is a fair share: resources / live processes, rounded up. A
 //! process above it hands leases back (gracefully: the last mark committed
 //! first) so a process that joined finds free ones; one below it claims
-//! free or expired leases. Each process starts its scan at its own offset,
-//! so processes joining at once do not all race for the same leases.
+//! free or expired leases. Each process starts its scan at its own offset
+//! (the first resource of a stream), so processes joining at once do not
+//! all race for the same leases and each takes whole streams where it can.
 //!
 //! Two rules keep leases from moving back and forth at start: a process
 //! announces itself and waits a short join window before its first claim
@@ -225,11 +226,19 @@ impl Coordinator {
         });
     }
 
-    /// Where this process starts scanning for free leases.
+    /// Where this process starts scanning for free leases: at the first
+    /// resource of one of the streams, so the leases it claims in a row
+    /// are a stream's source and drains together (its object
+    /// destinations of one format then share each batch's encoding).
     fn offset(&self) -> usize {
+        let r = &self.resources;
+        let starts: Vec<usize> = (0..r.len())
+            .filter(|&i| i == 0 || r[i].stream() != r[i - 1].stream())
+            .collect();
         let mut h = std::collections::hash_map::DefaultHasher::new();
         self.cluster.membership.node.instance.hash(&mut h);
-        (h.finish() as usize) % self.resources.len().max(1)
+        let pick = (h.finish() as usize) % starts.len().max(1);
+        starts.get(pick).copied().unwrap_or(0)
     }
 
     fn publish(&self) {

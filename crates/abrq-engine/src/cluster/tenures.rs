@@ -27,7 +27,14 @@ impl Resource {
         }
     }
 
-    /// Every resource of these streams: a source per stream this process
+    /// The stream whose work it is.
+    pub(super) fn stream(&self) -> &str {
+        match self {
+            Resource::Source(s) | Resource::Drain(s, _) => s.name(),
+        }
+    }
+
+    /// Every resource of these streams, each stream's together: a source per stream this process
     /// reads itself (not HTTP ingest: any process stages what it is sent),
     /// a drain per destination.
     pub(super) fn all(streams: &[Arc<StreamShared>]) -> Vec<Resource> {

@@ -7,7 +7,7 @@ use serde::Deserialize;
 
 use super::naming;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Deserialize)]
 pub enum ObjectFormat {
     #[serde(rename = "jsonl")]
     Jsonl,

@@ -7,9 +7,9 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use tokio::sync::Semaphore;
 
-use super::encode::encode;
 use super::manifest::Manifest;
 use super::naming;
+use super::shared::Writer;
 use super::{ObjectSettings, ObjectTransport};
 use crate::failure::Failure;
 
@@ -28,10 +28,10 @@ fn key_of(s: &ObjectSettings, batch: &Batch) -> Result<String, DeliveryError> {
 }
 
 /// Encodes `batch` into its object (and manifest), ready to store.
-fn prepare(s: &ObjectSettings, batch: &Batch) -> Result<Prepared, DeliveryError> {
+fn prepare(s: &ObjectSettings, w: &Writer, batch: &Batch) -> Result<Prepared, DeliveryError> {
     let key = key_of(s, batch)?;
-    let enc = encode(s.format, batch)?;
-    let data = Bytes::from(enc.data);
+    let enc = w.encode(batch)?;
+    let data = enc.data;
     let manifest = s.manifest.then(|| {
         let m = Manifest::new(&key, &data, enc.rows, &batch.meta, s.format);
         (naming::manifest_key(&key), Bytes::from(m.to_json()))
@@ -56,13 +56,18 @@ fn prepare(s: &ObjectSettings, batch: &Batch) -> Result<Prepared, DeliveryError>
 pub struct ObjectDestination<T> {
     transport: T,
     settings: ObjectSettings,
+    /// Shares each batch's encoding with this process's other
+    /// destinations of the stream in the same format.
+    writer: Writer,
 }
 
 impl<T: ObjectTransport> ObjectDestination<T> {
     pub fn new(transport: T, settings: ObjectSettings) -> Self {
+        let writer = Writer::join(&settings.stream, settings.format);
         ObjectDestination {
             transport,
             settings,
+            writer,
         }
     }
 
@@ -111,7 +116,7 @@ impl<T: ObjectTransport + 'static> Destination for ObjectDestination<T> {
     async fn deliver(&self, batch: &Batch) -> Result<DeliveryReport, DeliveryError> {
         // Encoding runs on the calling task: a batch is bounded (4 MiB by
         // default) and moving it to a blocking thread would mean cloning it.
-        let object = prepare(&self.settings, batch)?;
+        let object = prepare(&self.settings, &self.writer, batch)?;
         self.store(object).await
     }
 
@@ -142,7 +147,8 @@ impl<T: ObjectTransport + 'static> Destination for ObjectDestination<T> {
                 let object = {
                     let _core = cores.acquire_owned().await.expect("never closed");
                     let (settings, batch) = (self.settings.clone(), batch.clone());
-                    tokio::task::spawn_blocking(move || prepare(&settings, &batch))
+                    let writer = self.writer.clone();
+                    tokio::task::spawn_blocking(move || prepare(&settings, &writer, &batch))
                         .await
                         .expect("encoding does not panic")?
                 };

@@ -10,6 +10,7 @@ mod lines;
 pub mod manifest;
 pub mod naming;
 pub mod parquet;
+mod shared;
 pub mod temp;
 mod transport;
 

@@ -120,6 +120,7 @@ mod row_filters;
 mod scale_out;
 #[cfg(feature = "services")]
 mod scale_out_fencing;
+mod shared_encoding;
 #[cfg(feature = "services")]
 mod soft_deletes;
 #[cfg(feature = "services")]
