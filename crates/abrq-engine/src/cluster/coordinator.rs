@@ -170,8 +170,7 @@ impl Coordinator {
             _ => 0,
         };
         if give_back > 0 {
-            let extra: Vec<String> = self.held.keys().rev().take(give_back).cloned().collect();
-            for r in extra {
+            for r in self.to_hand_back(give_back) {
                 if let Some(h) = self.held.remove(&r) {
                     self.handed_back.insert(r, Instant::now());
                     self.stop(&leases, h, true);
@@ -183,21 +182,32 @@ impl Coordinator {
             let taken = |name: &str| rows.iter().any(|l| l.resource == name && l.live);
             let offset = self.offset();
             let n = self.resources.len();
-            for i in 0..n {
+            // Streams another process holds leases of, or claimed from as
+            // this one scanned: the first pass leaves the rest of them to
+            // it (two processes that started at one stream do not share
+            // it out); the second takes what is left.
+            let mut lost: BTreeSet<String> = BTreeSet::new();
+            for (pass, i) in (0..2).flat_map(|pass| (0..n).map(move |i| (pass, i))) {
                 if self.held.len() >= share {
                     break;
                 }
                 let r = self.resources[(offset + i) % n].clone();
                 let name = r.name();
+                if taken(&name) {
+                    lost.insert(r.stream().to_owned());
+                }
                 if self.held.contains_key(&name)
                     || self.stopping_names.contains(&name)
                     || self.handed_back.contains_key(&name)
                     || taken(&name)
+                    || (pass == 0 && lost.contains(r.stream()))
                 {
                     continue;
                 }
                 let Some(fence) = leases.claim(&name, &m.node, m.lease_timeout).await? else {
-                    continue; // claimed by another process since the read
+                    // claimed by another process since the read
+                    lost.insert(r.stream().to_owned());
+                    continue;
                 };
                 match tenures::start(&*leases, r, fence.clone()).await {
                     Ok(h) => {
@@ -213,6 +223,16 @@ impl Coordinator {
         }
         self.cluster.set_view(nodes, leases.leases().await?);
         Ok(())
+    }
+
+    /// The `n` leases to hand back: from the streams this process holds
+    /// least of, so the streams it keeps stay whole.
+    fn to_hand_back(&self, n: usize) -> Vec<String> {
+        let held = self
+            .held
+            .iter()
+            .map(|(r, h)| (r.as_str(), h.resource.stream()));
+        hand_back_order(held.collect(), n)
     }
 
     /// Stops a lease's work in the background.
@@ -271,5 +291,48 @@ impl Coordinator {
         if let Err(e) = leases.leave(&m.node).await {
             tracing::warn!(error = %describe(&e), "could not leave the shared state; this process shows as dead until its heartbeat expires");
         }
+    }
+}
+
+/// The first `n` of `held` (lease, its stream) to hand back: the leases of
+/// the streams held least here first, the last name first among equals.
+fn hand_back_order(held: Vec<(&str, &str)>, n: usize) -> Vec<String> {
+    let mut per_stream: HashMap<&str, usize> = HashMap::new();
+    for (_, stream) in &held {
+        *per_stream.entry(stream).or_default() += 1;
+    }
+    let mut order: Vec<(usize, &str)> = held
+        .iter()
+        .map(|(lease, stream)| (per_stream[stream], *lease))
+        .collect();
+    order.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(a.1)));
+    order
+        .into_iter()
+        .take(n)
+        .map(|(_, r)| r.to_owned())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::hand_back_order;
+
+    #[test]
+    fn leases_go_back_from_the_streams_held_least() {
+        let held = vec![
+            ("drain/a/x", "a"),
+            ("drain/a/y", "a"),
+            ("source/a", "a"),
+            ("drain/b/x", "b"),
+            ("source/c", "c"),
+            ("drain/c/x", "c"),
+        ];
+        assert_eq!(hand_back_order(held.clone(), 1), ["drain/b/x"]);
+        assert_eq!(
+            hand_back_order(held.clone(), 3),
+            ["drain/b/x", "source/c", "drain/c/x"]
+        );
+        assert_eq!(hand_back_order(held, 9).len(), 6);
+        assert!(hand_back_order(vec![], 2).is_empty());
     }
 }

@@ -7,15 +7,20 @@
 //! under new keys, so a key never names two contents. Destinations of
 //! one stream that write one format (a local copy and an S3 archive, or
 //! several buckets) therefore take one shared encoding: its line check,
-//! rendering and gzip run once, not once per destination. While a
-//! (stream, format) has a single writer nothing is kept.
+//! rendering and gzip run once, not once per destination. Only writers
+//! that encoded within the last [`ACTIVE`] count: a paused destination,
+//! or one whose drain another process holds, keeps nothing waiting for
+//! it, and while a (stream, format) has one active writer nothing is
+//! kept at all.
 //!
 //! A destination that comes late, after the encoding was dropped (every
-//! writer took it, or the cache was full), encodes again: the same bytes.
+//! active writer took it, or the cache was full), encodes again: the
+//! same bytes.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, LazyLock, Mutex};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, LazyLock, Mutex, Weak};
+use std::time::{Duration, Instant};
 
 use abrq_core::{Batch, DeliveryError};
 use bytes::Bytes;
@@ -27,6 +32,9 @@ use super::ObjectFormat;
 
 /// The most encoded bytes kept for writers still to come.
 const KEPT_BYTES: u64 = 32 * 1024 * 1024;
+
+/// A writer that encoded within this long is waited for.
+const ACTIVE: Duration = Duration::from_secs(10);
 
 /// A batch encoded: the object's bytes and what was left out of it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -53,19 +61,27 @@ impl Weighter<(String, ObjectFormat), Kept> for Weight {
     }
 }
 
-type Writers = HashMap<(String, ObjectFormat), usize>;
+type Writers = HashMap<(String, ObjectFormat), Vec<Weak<Place>>>;
 
 struct Shared {
     /// By (idempotency key, format).
     kept: Cache<(String, ObjectFormat), Kept, Weight>,
     /// The destinations of each (stream, format) in this process.
     writers: Mutex<Writers>,
+    /// What a writer's last encoding time counts from.
+    epoch: Instant,
 }
 
 static SHARED: LazyLock<Shared> = LazyLock::new(|| Shared {
     kept: Cache::with_weighter(256, KEPT_BYTES, Weight),
     writers: Mutex::new(HashMap::new()),
+    epoch: Instant::now(),
 });
+
+/// Milliseconds since [`Shared::epoch`], never 0 (0: never encoded).
+fn now_ms() -> u64 {
+    SHARED.epoch.elapsed().as_millis() as u64 + 1
+}
 
 fn writers() -> std::sync::MutexGuard<'static, Writers> {
     SHARED.writers.lock().unwrap_or_else(|p| p.into_inner())
@@ -80,21 +96,42 @@ pub struct Writer(Arc<Place>);
 struct Place {
     stream: String,
     format: ObjectFormat,
+    /// When it last encoded ([`now_ms`]; 0: never).
+    last: AtomicU64,
 }
 
 impl Writer {
     pub fn join(stream: &str, format: ObjectFormat) -> Writer {
-        *writers().entry((stream.to_owned(), format)).or_default() += 1;
-        Writer(Arc::new(Place {
+        let place = Arc::new(Place {
             stream: stream.to_owned(),
             format,
-        }))
+            last: AtomicU64::new(0),
+        });
+        let key = (stream.to_owned(), format);
+        writers()
+            .entry(key)
+            .or_default()
+            .push(Arc::downgrade(&place));
+        Writer(place)
     }
 
+    /// Marks this writer active and counts the active writers alike, it
+    /// among them.
     fn alike(&self) -> usize {
-        let p = &self.0;
-        let key = (p.stream.clone(), p.format);
-        writers().get(&key).copied().unwrap_or(0)
+        self.alike_at(now_ms())
+    }
+
+    fn alike_at(&self, now: u64) -> usize {
+        self.0.last.store(now, Ordering::Relaxed);
+        let since = now.saturating_sub(ACTIVE.as_millis() as u64);
+        let key = (self.0.stream.clone(), self.0.format);
+        let all = writers();
+        let places = all.get(&key).map_or(&[][..], Vec::as_slice);
+        places
+            .iter()
+            .filter_map(Weak::upgrade)
+            .filter(|p| p.last.load(Ordering::Relaxed) > since)
+            .count()
     }
 
     /// `batch` in this writer's format: encoded here, or taken from a
@@ -125,9 +162,10 @@ impl Drop for Place {
     fn drop(&mut self) {
         let mut w = writers();
         let key = (std::mem::take(&mut self.stream), self.format);
-        if let Some(n) = w.get_mut(&key) {
-            *n -= 1;
-            if *n == 0 {
+        if let Some(places) = w.get_mut(&key) {
+            // this one no longer upgrades
+            places.retain(|p| p.strong_count() > 0);
+            if places.is_empty() {
                 w.remove(&key);
             }
         }
@@ -174,6 +212,10 @@ mod tests {
             Writer::join(&stream, ObjectFormat::JsonlGz),
             Writer::join(&stream, ObjectFormat::JsonlGz),
         );
+        // each encoded lately (a batch before this one)
+        let warm = batch(&stream, &unique("key"), "I{\"id\":0}\n");
+        one.encode(&warm).unwrap();
+        two.encode(&warm).unwrap();
         let first = one.encode(&b).unwrap();
         let second = two.encode(&b).unwrap();
         assert_eq!(first, second);
@@ -201,7 +243,27 @@ mod tests {
         drop(lone);
         assert_eq!(second.alike(), 1, "a clone is the same place");
         drop(second);
+        assert!(!writers().contains_key(&(stream.clone(), ObjectFormat::JsonlGz)));
         assert_eq!(Writer::join(&stream, ObjectFormat::JsonlGz).alike(), 1);
+    }
+
+    #[test]
+    fn a_writer_that_has_not_encoded_lately_is_not_waited_for() {
+        let stream = unique("idle");
+        let (busy, idle) = (
+            Writer::join(&stream, ObjectFormat::JsonlGz),
+            Writer::join(&stream, ObjectFormat::JsonlGz),
+        );
+        let b = batch(&stream, &unique("key"), "I{\"id\":1}\n");
+        busy.encode(&b).unwrap();
+        let key = (b.meta.idempotency_key.clone(), ObjectFormat::JsonlGz);
+        assert!(SHARED.kept.get(&key).is_none(), "nothing kept for idle");
+        // idle encodes once, and from then on counts
+        idle.encode(&b).unwrap();
+        assert_eq!(busy.alike(), 2);
+        // a window later, idle no longer counts
+        let later = now_ms() + ACTIVE.as_millis() as u64 + 1;
+        assert_eq!(busy.alike_at(later), 1);
     }
 
     #[test]
@@ -212,6 +274,9 @@ mod tests {
             Writer::join(&stream, ObjectFormat::Jsonl),
             Writer::join(&stream, ObjectFormat::Jsonl),
         );
+        let warm = batch(&stream, &unique("key"), "I{\"id\":0}\n");
+        one.encode(&warm).unwrap();
+        two.encode(&warm).unwrap();
         for w in [&one, &two] {
             let e = w.encode(&b).unwrap_err();
             assert!(e.to_string().contains("cannot be decoded"), "{e}");
