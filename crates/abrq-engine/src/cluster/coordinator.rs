@@ -193,13 +193,14 @@ impl Coordinator {
                 }
                 let r = self.resources[(offset + i) % n].clone();
                 let name = r.name();
-                if taken(&name) {
+                let elsewhere = taken(&name);
+                if elsewhere {
                     lost.insert(r.stream().to_owned());
                 }
-                if self.held.contains_key(&name)
+                if elsewhere
+                    || self.held.contains_key(&name)
                     || self.stopping_names.contains(&name)
                     || self.handed_back.contains_key(&name)
-                    || taken(&name)
                     || (pass == 0 && lost.contains(r.stream()))
                 {
                     continue;

@@ -34,9 +34,9 @@ impl Resource {
         }
     }
 
-    /// Every resource of these streams, each stream's together: a source per stream this process
-    /// reads itself (not HTTP ingest: any process stages what it is sent),
-    /// a drain per destination.
+    /// Every resource of these streams, each stream's together: a source
+    /// per stream this process reads itself (not HTTP ingest: any process
+    /// stages what it is sent), a drain per destination.
     pub(super) fn all(streams: &[Arc<StreamShared>]) -> Vec<Resource> {
         let mut out = Vec::new();
         for s in streams {

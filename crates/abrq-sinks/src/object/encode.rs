@@ -11,6 +11,7 @@ use std::io::{self, Write};
 
 use crate::object::ObjectFormat;
 use abrq_core::{Batch, DeliveryError, Item, Op, Record, TableRef};
+use bytes::Bytes;
 use flate2::write::GzEncoder;
 use flate2::Compression;
 use serde::ser::{SerializeMap, Serializer};
@@ -36,7 +37,7 @@ const GZ_CHUNK: usize = 256 * 1024;
 /// An encoded batch and what was left out of it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Encoded {
-    pub data: Vec<u8>,
+    pub data: Bytes,
     pub rows: u64,
     pub ignored_truncates: u64,
     pub ignored_schemas: u64,
@@ -91,7 +92,7 @@ fn encode_lines(
         .map_err(|e| Failure::Encoding { record: None }.error(e))?;
     debug_assert!(batch.items.is_empty(), "a batch of lines holds no items");
     Ok(Some(Encoded {
-        data,
+        data: Bytes::from(data),
         rows: counts.rows,
         ignored_truncates: counts.ignored_truncates,
         ignored_schemas: counts.ignored_schemas,
@@ -153,7 +154,7 @@ fn with_tables(batch: &Batch) -> Result<Option<Batch>, DeliveryError> {
 
 fn encode_flat(format: ObjectFormat, batch: &Batch) -> Result<Encoded, DeliveryError> {
     let mut enc = Encoded {
-        data: Vec::new(),
+        data: Bytes::new(),
         rows: 0,
         ignored_truncates: 0,
         ignored_schemas: 0,
@@ -187,7 +188,9 @@ fn encode_flat(format: ObjectFormat, batch: &Batch) -> Result<Encoded, DeliveryE
         ObjectFormat::CsvGz => write_csv(Out::gzip(hint), batch),
         ObjectFormat::Parquet => super::parquet::write(batch).map_err(io::Error::other),
     };
-    enc.data = written.map_err(|e| Failure::Encoding { record: None }.error(e))?;
+    enc.data = written
+        .map(Bytes::from)
+        .map_err(|e| Failure::Encoding { record: None }.error(e))?;
     Ok(enc)
 }
 
@@ -448,8 +451,13 @@ mod tests {
 
     #[test]
     fn jsonl_marks_only_non_inserts() {
-        let text =
-            String::from_utf8(encode(ObjectFormat::Jsonl, &sample_batch(1)).unwrap().data).unwrap();
+        let text = String::from_utf8(
+            encode(ObjectFormat::Jsonl, &sample_batch(1))
+                .unwrap()
+                .data
+                .to_vec(),
+        )
+        .unwrap();
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines.len(), 4);
         assert!(!lines[0].contains(OP_FIELD) && !lines[3].contains(OP_FIELD));
@@ -463,8 +471,13 @@ mod tests {
 
     #[test]
     fn csv_header_is_first_seen_union_and_cells_are_as_documented() {
-        let text =
-            String::from_utf8(encode(ObjectFormat::Csv, &sample_batch(1)).unwrap().data).unwrap();
+        let text = String::from_utf8(
+            encode(ObjectFormat::Csv, &sample_batch(1))
+                .unwrap()
+                .data
+                .to_vec(),
+        )
+        .unwrap();
         let mut lines = text.lines();
         assert_eq!(
             lines.next().unwrap(),
@@ -482,7 +495,7 @@ mod tests {
             ))],
         );
         let enc = encode(ObjectFormat::Csv, &b).unwrap();
-        assert_eq!(enc.data, b"a\nx\n");
+        assert_eq!(enc.data, &b"a\nx\n"[..]);
     }
 
     #[test]
@@ -503,7 +516,7 @@ mod tests {
         );
         let enc = encode(ObjectFormat::Csv, &b).unwrap();
         assert_eq!(
-            String::from_utf8(enc.data).unwrap(),
+            String::from_utf8(enc.data.to_vec()).unwrap(),
             "_abrq_op,a\ndelete,1\ndelete,2\ninsert,3\n"
         );
     }
@@ -601,12 +614,12 @@ mod tests {
         );
         let enc = encode(ObjectFormat::Jsonl, &b).unwrap();
         assert_eq!(
-            String::from_utf8(enc.data).unwrap(),
+            String::from_utf8(enc.data.to_vec()).unwrap(),
             "{\"id\":1,\"_abrq_table\":\"public.a\"}\n\
              {\"id\":2,\"_abrq_table\":\"public.b\",\"_abrq_op\":\"delete\"}\n"
         );
         assert_eq!((enc.rows, enc.ignored_truncates), (2, 1));
-        let csv = encode(ObjectFormat::Csv, &b).unwrap().data;
+        let csv = encode(ObjectFormat::Csv, &b).unwrap().data.to_vec();
         assert_eq!(
             String::from_utf8(csv).unwrap(),
             "id,_abrq_table,_abrq_op\n1,public.a,insert\n2,public.b,delete\n"

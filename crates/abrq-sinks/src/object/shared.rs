@@ -23,12 +23,11 @@ use std::sync::{Arc, LazyLock, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use abrq_core::{Batch, DeliveryError};
-use bytes::Bytes;
 use quick_cache::sync::Cache;
 use quick_cache::Weighter;
 
 use super::encode::encode;
-use super::ObjectFormat;
+use super::{Encoded, ObjectFormat};
 
 /// The most encoded bytes kept for writers still to come.
 const KEPT_BYTES: u64 = 32 * 1024 * 1024;
@@ -36,19 +35,10 @@ const KEPT_BYTES: u64 = 32 * 1024 * 1024;
 /// A writer that encoded within this long is waited for.
 const ACTIVE: Duration = Duration::from_secs(10);
 
-/// A batch encoded: the object's bytes and what was left out of it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Encoding {
-    pub data: Bytes,
-    pub rows: u64,
-    pub ignored_truncates: u64,
-    pub ignored_schemas: u64,
-}
-
 /// A kept encoding and how many writers have taken it.
 #[derive(Clone)]
 struct Kept {
-    encoding: Encoding,
+    encoding: Encoded,
     taken: Arc<AtomicUsize>,
 }
 
@@ -94,22 +84,21 @@ pub struct Writer(Arc<Place>);
 
 #[derive(Debug)]
 struct Place {
-    stream: String,
-    format: ObjectFormat,
+    /// Its (stream, format): the key of its writers alike.
+    alike: (String, ObjectFormat),
     /// When it last encoded ([`now_ms`]; 0: never).
     last: AtomicU64,
 }
 
 impl Writer {
     pub fn join(stream: &str, format: ObjectFormat) -> Writer {
+        let alike = (stream.to_owned(), format);
         let place = Arc::new(Place {
-            stream: stream.to_owned(),
-            format,
+            alike: alike.clone(),
             last: AtomicU64::new(0),
         });
-        let key = (stream.to_owned(), format);
         writers()
-            .entry(key)
+            .entry(alike)
             .or_default()
             .push(Arc::downgrade(&place));
         Writer(place)
@@ -124,9 +113,8 @@ impl Writer {
     fn alike_at(&self, now: u64) -> usize {
         self.0.last.store(now, Ordering::Relaxed);
         let since = now.saturating_sub(ACTIVE.as_millis() as u64);
-        let key = (self.0.stream.clone(), self.0.format);
         let all = writers();
-        let places = all.get(&key).map_or(&[][..], Vec::as_slice);
+        let places = all.get(&self.0.alike).map_or(&[][..], Vec::as_slice);
         places
             .iter()
             .filter_map(Weak::upgrade)
@@ -137,16 +125,16 @@ impl Writer {
     /// `batch` in this writer's format: encoded here, or taken from a
     /// writer alike that encoded it already. A failure is not kept: each
     /// writer meets it (an `encoding` dead letter of its own).
-    pub fn encode(&self, batch: &Batch) -> Result<Encoding, DeliveryError> {
-        let format = self.0.format;
+    pub fn encode(&self, batch: &Batch) -> Result<Encoded, DeliveryError> {
+        let format = self.0.alike.1;
         let alike = self.alike();
         if alike < 2 {
-            return encode(format, batch).map(Encoding::from);
+            return encode(format, batch);
         }
         let key = (batch.meta.idempotency_key.clone(), format);
         let kept = SHARED.kept.get_or_insert_with(&key, || {
-            encode(format, batch).map(|e| Kept {
-                encoding: Encoding::from(e),
+            encode(format, batch).map(|encoding| Kept {
+                encoding,
                 taken: Arc::new(AtomicUsize::new(0)),
             })
         })?;
@@ -161,24 +149,12 @@ impl Writer {
 impl Drop for Place {
     fn drop(&mut self) {
         let mut w = writers();
-        let key = (std::mem::take(&mut self.stream), self.format);
-        if let Some(places) = w.get_mut(&key) {
+        if let Some(places) = w.get_mut(&self.alike) {
             // this one no longer upgrades
             places.retain(|p| p.strong_count() > 0);
             if places.is_empty() {
-                w.remove(&key);
+                w.remove(&self.alike);
             }
-        }
-    }
-}
-
-impl From<super::Encoded> for Encoding {
-    fn from(e: super::Encoded) -> Encoding {
-        Encoding {
-            data: Bytes::from(e.data),
-            rows: e.rows,
-            ignored_truncates: e.ignored_truncates,
-            ignored_schemas: e.ignored_schemas,
         }
     }
 }
@@ -204,18 +180,20 @@ mod tests {
         format!("{what}-{:016x}", rand::random::<u64>())
     }
 
+    /// Two writers alike, each having encoded lately (a batch before).
+    fn two_active(stream: &str, format: ObjectFormat) -> (Writer, Writer) {
+        let (one, two) = (Writer::join(stream, format), Writer::join(stream, format));
+        let warm = batch(stream, &unique("key"), "I{\"id\":0}\n");
+        one.encode(&warm).unwrap();
+        two.encode(&warm).unwrap();
+        (one, two)
+    }
+
     #[test]
     fn writers_alike_take_one_encoding_and_the_last_frees_it() {
         let stream = unique("alike");
         let b = batch(&stream, &unique("key"), "I{\"id\":1}\n");
-        let (one, two) = (
-            Writer::join(&stream, ObjectFormat::JsonlGz),
-            Writer::join(&stream, ObjectFormat::JsonlGz),
-        );
-        // each encoded lately (a batch before this one)
-        let warm = batch(&stream, &unique("key"), "I{\"id\":0}\n");
-        one.encode(&warm).unwrap();
-        two.encode(&warm).unwrap();
+        let (one, two) = two_active(&stream, ObjectFormat::JsonlGz);
         let first = one.encode(&b).unwrap();
         let second = two.encode(&b).unwrap();
         assert_eq!(first, second);
@@ -270,13 +248,7 @@ mod tests {
     fn an_undecodable_batch_fails_every_writer_alike() {
         let stream = unique("bad");
         let b = batch(&stream, &unique("key"), "I{\"id\":\n");
-        let (one, two) = (
-            Writer::join(&stream, ObjectFormat::Jsonl),
-            Writer::join(&stream, ObjectFormat::Jsonl),
-        );
-        let warm = batch(&stream, &unique("key"), "I{\"id\":0}\n");
-        one.encode(&warm).unwrap();
-        two.encode(&warm).unwrap();
+        let (one, two) = two_active(&stream, ObjectFormat::Jsonl);
         for w in [&one, &two] {
             let e = w.encode(&b).unwrap_err();
             assert!(e.to_string().contains("cannot be decoded"), "{e}");
